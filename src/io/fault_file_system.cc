@@ -1,0 +1,642 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// The fault-injecting file system. The durability model is described in
+// include/cairn/fault_injection.h; this file keeps it with an undo log:
+//
+//  - Every change to file data (write, truncate, allocate) that is not yet durable has a
+//    Change record holding the bytes and size it replaced and the bytes it wrote. A sync that
+//    succeeds retires the records it covers.
+//  - Every create and rename that is not yet durable has a DirectoryChange record; a directory
+//    sync retires those in that directory.
+//  - SimulateCrash() undoes all records newest first, then re-applies the writes chosen to
+//    survive (a torn prefix of the newest one, and any kept by chance) oldest first, then undoes
+//    directory changes newest first. It works on any base file system because it only uses the
+//    base's own operations.
+//
+// Files are tracked as nodes (an inode number of our own) so that a rename moves a file's
+// pending changes with it.
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "cairn/fault_injection.h"
+#include "src/io/internal.h"
+#include "src/util/errors.h"
+#include "src/util/status_macros.h"
+#include "src/util/strings.h"
+
+namespace cairn {
+namespace {
+
+using internal::ErrnoStatus;
+
+absl::Status Aborted(std::string_view what) {
+  return absl::AbortedError(
+      absl::StrCat(internal::Sv(what), ": handle from before a simulated crash; open a new one"));
+}
+
+class FaultFileSystem;
+
+class FaultFile final : public File {
+ public:
+  FaultFile(FaultFileSystem* fs, std::unique_ptr<File> base, uint64_t node, uint64_t epoch,
+            bool directory)
+      : fs_(fs), base_(std::move(base)), node_(node), epoch_(epoch), directory_(directory) {}
+
+  const std::string& path() const override { return base_->path(); }
+  absl::StatusOr<uint64_t> Size() const override;
+  absl::Status Truncate(uint64_t size) override;
+
+  File* base() const { return base_.get(); }
+  uint64_t node() const { return node_; }
+  uint64_t epoch() const { return epoch_; }
+  bool directory() const { return directory_; }
+
+ private:
+  FaultFileSystem* const fs_;
+  const std::unique_ptr<File> base_;
+  const uint64_t node_;
+  const uint64_t epoch_;
+  const bool directory_;
+};
+
+class FaultQueue;
+
+class FaultFileSystem final : public FaultInjectionFileSystem {
+ public:
+  FaultFileSystem(FileSystem* base, const FaultOptions& options) : base_(base) {
+    SetFaults(options);
+  }
+
+  // --- FaultInjectionFileSystem ---------------------------------------------------------------
+
+  void SetFaults(const FaultOptions& options) override {
+    std::lock_guard lock(mu_);
+    faults_ = options;
+    rng_.seed(options.seed);
+  }
+
+  void ClearFaults() override {
+    std::lock_guard lock(mu_);
+    uint64_t seed = faults_.seed;
+    faults_ = FaultOptions();
+    faults_.seed = seed;
+  }
+
+  absl::Status SimulateCrash(const CrashOptions& options) override;
+
+  uint64_t UnsyncedBytes() const override {
+    std::lock_guard lock(mu_);
+    uint64_t bytes = 0;
+    for (const auto& [seq, change] : changes_) bytes += change.new_bytes.size();
+    return bytes;
+  }
+
+  FaultStats stats() const override {
+    std::lock_guard lock(mu_);
+    return stats_;
+  }
+
+  uint64_t epoch() const {
+    std::lock_guard lock(mu_);
+    return epoch_;
+  }
+
+  // --- FileSystem -----------------------------------------------------------------------------
+
+  std::string name() const override { return absl::StrCat("fault(", base_->name(), ")"); }
+
+  absl::StatusOr<std::unique_ptr<File>> OpenFile(std::string_view path,
+                                                 const OpenOptions& options) override {
+    std::lock_guard lock(mu_);
+    CAIRN_ASSIGN_OR_RETURN(bool existed, base_->Exists(path));
+    CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> file, base_->OpenFile(path, options));
+    uint64_t node = NodeForPathLocked(std::string(path), existed, *file);
+    if (!existed) {
+      directory_changes_.push_back(
+          DirectoryChange{++sequence_, DirectoryChange::kCreate, node, "", std::string(path), {}});
+    }
+    return std::make_unique<FaultFile>(this, std::move(file), node, epoch_, /*directory=*/false);
+  }
+
+  absl::StatusOr<std::unique_ptr<File>> OpenDirectory(std::string_view path) override {
+    std::lock_guard lock(mu_);
+    CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> dir, base_->OpenDirectory(path));
+    return std::make_unique<FaultFile>(this, std::move(dir), 0, epoch_, /*directory=*/true);
+  }
+
+  absl::StatusOr<std::unique_ptr<IoQueue>> NewQueue(const IoQueueOptions& options) override;
+
+  absl::Status CreateDirectory(std::string_view path) override {
+    // Directories are taken as durable when created: cairn creates them once, at set-up.
+    return base_->CreateDirectory(path);
+  }
+  absl::Status RemoveDirectory(std::string_view path) override {
+    return base_->RemoveDirectory(path);
+  }
+
+  absl::Status RemoveFile(std::string_view path) override {
+    std::lock_guard lock(mu_);
+    CAIRN_RETURN_IF_ERROR(base_->RemoveFile(path));
+    auto it = path_to_node_.find(std::string(path));
+    if (it != path_to_node_.end()) {
+      const uint64_t node = it->second;
+      total_bytes_ -= std::min(total_bytes_, nodes_[node].size);
+      nodes_.erase(node);
+      path_to_node_.erase(it);
+      // The removal is durable at once: forget the file's pending history.
+      std::erase_if(changes_, [&](const auto& entry) { return entry.second.node == node; });
+      std::erase_if(directory_changes_, [&](const DirectoryChange& c) { return c.node == node; });
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status RenameFile(std::string_view from, std::string_view to) override {
+    std::lock_guard lock(mu_);
+    std::string from_path(from), to_path(to);
+    // Keep what `to` held, so that an undone rename can bring it back.
+    std::optional<std::string> replaced;
+    CAIRN_ASSIGN_OR_RETURN(bool to_exists, base_->Exists(to_path));
+    if (to_exists && from_path != to_path) {
+      IoQueue* helper = HelperQueueLocked();
+      if (helper == nullptr) return absl::InternalError("fault file system: no helper queue");
+      CAIRN_ASSIGN_OR_RETURN(std::string content, ReadFile(*base_, *helper, to_path));
+      replaced = std::move(content);
+    }
+    // Make sure the source is a node, even if it was never opened through this layer.
+    uint64_t node;
+    {
+      CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> probe, base_->OpenFile(from_path, {}));
+      node = NodeForPathLocked(from_path, /*existed=*/true, *probe);
+    }
+    CAIRN_RETURN_IF_ERROR(base_->RenameFile(from_path, to_path));
+    if (from_path == to_path) return absl::OkStatus();
+    if (auto old = path_to_node_.find(to_path); old != path_to_node_.end()) {
+      // The replaced file is gone; its undone rename restores its content as it was.
+      const uint64_t gone = old->second;
+      total_bytes_ -= std::min(total_bytes_, nodes_[gone].size);
+      nodes_.erase(gone);
+      std::erase_if(changes_, [&](const auto& entry) { return entry.second.node == gone; });
+      path_to_node_.erase(old);
+    }
+    path_to_node_.erase(from_path);
+    path_to_node_[to_path] = node;
+    nodes_[node].path = to_path;
+    directory_changes_.push_back(DirectoryChange{++sequence_, DirectoryChange::kRename, node,
+                                                 from_path, to_path, std::move(replaced)});
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::vector<std::string>> ListDirectory(std::string_view path) override {
+    return base_->ListDirectory(path);
+  }
+  absl::StatusOr<bool> Exists(std::string_view path) override { return base_->Exists(path); }
+  absl::StatusOr<std::unique_ptr<FileLock>> LockFile(std::string_view path) override {
+    return base_->LockFile(path);
+  }
+
+ private:
+  friend class FaultFile;
+  friend class FaultQueue;
+
+  struct Node {
+    std::string path;
+    uint64_t size = 0;  // As this layer last set it.
+  };
+
+  // One change of file data that is not yet durable.
+  struct Change {
+    enum Kind { kWrite, kTruncate, kAllocate } kind;
+    uint64_t node;
+    uint64_t offset;
+    std::string old_bytes;  // What [offset, offset + old_bytes.size()) held before.
+    uint64_t old_size;
+    std::string new_bytes;   // kWrite: the data written.
+    uint64_t new_size;       // kTruncate / kAllocate: the size set.
+    bool completed = false;  // Its completion was reaped (a later sync covers it).
+    bool lost = false;       // A sync that should have persisted it failed.
+  };
+
+  struct DirectoryChange {
+    uint64_t sequence;
+    enum Kind { kCreate, kRename } kind;
+    uint64_t node;
+    std::string from;                     // kRename.
+    std::string to;                       // kCreate: the created path; kRename: the new path.
+    std::optional<std::string> replaced;  // kRename: the content `to` held before.
+  };
+
+  // A sync request in flight: what it will make durable when it succeeds.
+  struct PendingSync {
+    std::vector<uint64_t> changes;  // Sequences of Change records.
+    std::string directory;          // Non-empty for a directory sync.
+    uint64_t directory_sequence = 0;
+    uint64_t node = 0;
+  };
+
+  uint64_t NodeForPathLocked(const std::string& path, bool existed, File& file) {
+    auto it = path_to_node_.find(path);
+    if (it != path_to_node_.end()) return it->second;
+    uint64_t node = ++next_node_;
+    uint64_t size = 0;
+    if (existed) {
+      absl::StatusOr<uint64_t> s = file.Size();
+      size = s.ok() ? *s : 0;
+    }
+    nodes_[node] = Node{path, size};
+    path_to_node_[path] = node;
+    total_bytes_ += size;
+    return node;
+  }
+
+  IoQueue* HelperQueueLocked() {
+    if (helper_queue_ == nullptr) {
+      absl::StatusOr<std::unique_ptr<IoQueue>> q = base_->NewQueue(IoQueueOptions{.depth = 4});
+      if (!q.ok()) return nullptr;
+      helper_queue_ = std::move(*q);
+    }
+    return helper_queue_.get();
+  }
+
+  bool Draw(double probability) {
+    if (probability <= 0) return false;
+    return std::uniform_real_distribution<double>(0, 1)(rng_) < probability;
+  }
+
+  // Records the change a request makes and decides whether it fails. Returns a completion to
+  // deliver instead of running the request when a fault is injected.
+  std::optional<IoCompletion> Admit(const FaultFile& file, const IoRequest& request,
+                                    PendingSync* sync, uint64_t* change_sequence);
+
+  // Applies the outcome of a request that reached the base file system.
+  void Complete(const IoCompletion& completion, uint64_t change_sequence,
+                const std::optional<PendingSync>& sync);
+
+  absl::Status RecordTruncate(FaultFile& file, uint64_t size);
+
+  absl::Status WriteBase(const std::string& path, uint64_t offset, std::string_view bytes,
+                         std::optional<uint64_t> size);
+
+  FileSystem* const base_;
+  mutable std::mutex mu_;
+  FaultOptions faults_;
+  std::mt19937_64 rng_;
+  FaultStats stats_;
+  uint64_t epoch_ = 1;
+  uint64_t sequence_ = 0;
+  uint64_t next_node_ = 0;
+  uint64_t total_bytes_ = 0;
+  std::map<uint64_t, Node> nodes_;
+  std::map<std::string, uint64_t> path_to_node_;
+  std::map<uint64_t, Change> changes_;  // By sequence.
+  std::vector<DirectoryChange> directory_changes_;
+  std::unique_ptr<IoQueue> helper_queue_;
+};
+
+class FaultQueue final : public IoQueue {
+ public:
+  FaultQueue(FaultFileSystem* fs, std::unique_ptr<IoQueue> base, uint64_t epoch)
+      : fs_(fs), base_(std::move(base)), epoch_(epoch) {}
+
+  absl::Status Enqueue(const IoRequest& request) override {
+    CAIRN_RETURN_IF_ERROR(internal::ValidateRequest(request));
+    auto& file = static_cast<FaultFile&>(*request.file);
+    if (epoch_ != fs_->epoch() || file.epoch() != fs_->epoch()) return Aborted("I/O request");
+    if (in_flight() >= depth()) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("I/O queue full: ", depth(), " requests in flight"));
+    }
+    FaultFileSystem::PendingSync sync;
+    uint64_t change = 0;
+    std::optional<IoCompletion> injected;
+    {
+      std::lock_guard lock(fs_->mu_);
+      injected = fs_->Admit(file, request, &sync, &change);
+    }
+    if (injected.has_value()) {
+      injected->tag = request.tag;
+      injected->op = request.op;
+      injected_.push_back(std::move(*injected));
+      return absl::OkStatus();
+    }
+    const uint64_t id = next_id_++;
+    IoRequest forwarded = request;
+    forwarded.file = file.base();
+    forwarded.tag = id;
+    CAIRN_RETURN_IF_ERROR(base_->Enqueue(forwarded));
+    Pending pending{request.tag, change, std::nullopt};
+    if (request.op == IoOp::kSync || request.op == IoOp::kDataSync) pending.sync = std::move(sync);
+    pending_.emplace(id, std::move(pending));
+    return absl::OkStatus();
+  }
+
+  absl::Status Submit() override {
+    if (epoch_ != fs_->epoch()) return Aborted("I/O submit");
+    return base_->Submit();
+  }
+
+  absl::StatusOr<size_t> Reap(std::span<IoCompletion> out, size_t min_completions) override {
+    if (min_completions > out.size() || min_completions > in_flight()) {
+      return absl::InvalidArgumentError(absl::StrCat("waiting for ", min_completions,
+                                                     " completions with ", in_flight(),
+                                                     " requests in flight"));
+    }
+    size_t n = 0;
+    while (n < out.size() && !injected_.empty()) {
+      out[n++] = std::move(injected_.front());
+      injected_.pop_front();
+    }
+    if (n < out.size() && base_->in_flight() > 0) {
+      const size_t wait = min_completions > n ? min_completions - n : 0;
+      CAIRN_ASSIGN_OR_RETURN(size_t got, base_->Reap(out.subspan(n), wait));
+      for (size_t i = n; i < n + got; ++i) {
+        auto it = pending_.find(out[i].tag);
+        Pending pending = std::move(it->second);
+        pending_.erase(it);
+        out[i].tag = pending.tag;
+        std::lock_guard lock(fs_->mu_);
+        fs_->Complete(out[i], pending.change, pending.sync);
+      }
+      n += got;
+    }
+    return n;
+  }
+
+  size_t in_flight() const override { return injected_.size() + base_->in_flight(); }
+  uint32_t depth() const override { return base_->depth(); }
+
+ private:
+  struct Pending {
+    uint64_t tag;
+    uint64_t change;
+    std::optional<FaultFileSystem::PendingSync> sync;
+  };
+
+  FaultFileSystem* const fs_;
+  const std::unique_ptr<IoQueue> base_;
+  const uint64_t epoch_;
+  uint64_t next_id_ = 1;
+  std::map<uint64_t, Pending> pending_;
+  std::deque<IoCompletion> injected_;
+};
+
+// --- FaultFile -------------------------------------------------------------------------------
+
+absl::StatusOr<uint64_t> FaultFile::Size() const {
+  if (epoch_ != fs_->epoch()) return Aborted("size");
+  return base_->Size();
+}
+
+absl::Status FaultFile::Truncate(uint64_t size) {
+  if (epoch_ != fs_->epoch()) return Aborted("truncate");
+  return fs_->RecordTruncate(*this, size);
+}
+
+// --- FaultFileSystem ---------------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<IoQueue>> FaultFileSystem::NewQueue(const IoQueueOptions& options) {
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<IoQueue> base, base_->NewQueue(options));
+  std::lock_guard lock(mu_);
+  return std::make_unique<FaultQueue>(this, std::move(base), epoch_);
+}
+
+std::optional<IoCompletion> FaultFileSystem::Admit(const FaultFile& file, const IoRequest& r,
+                                                   PendingSync* sync, uint64_t* change_sequence) {
+  IoCompletion failed;
+  switch (r.op) {
+    case IoOp::kRead:
+      ++stats_.reads;
+      if (Draw(faults_.read_error_probability)) {
+        ++stats_.injected_read_errors;
+        failed.status = ErrnoStatus(EIO, absl::StrCat("read ", file.path(), " (injected)"));
+        return failed;
+      }
+      return std::nullopt;
+
+    case IoOp::kWrite:
+    case IoOp::kAllocate: {
+      if (file.directory()) return std::nullopt;  // The base reports the error.
+      if (r.op == IoOp::kWrite) ++stats_.writes;
+      Node& node = nodes_[file.node()];
+      const uint64_t end = r.offset + r.length;
+      const uint64_t new_size = std::max(node.size, end);
+      const bool over_capacity = faults_.capacity_bytes != 0 &&
+                                 total_bytes_ - node.size + new_size > faults_.capacity_bytes;
+      if (over_capacity || Draw(faults_.no_space_probability)) {
+        ++stats_.injected_no_space;
+        failed.status =
+            ErrnoStatus(ENOSPC, absl::StrCat(r.op == IoOp::kWrite ? "write " : "fallocate ",
+                                             file.path(), " (injected)"));
+        return failed;
+      }
+      if (r.op == IoOp::kWrite && Draw(faults_.write_error_probability)) {
+        ++stats_.injected_write_errors;
+        failed.status = ErrnoStatus(EIO, absl::StrCat("write ", file.path(), " (injected)"));
+        return failed;
+      }
+      Change change{r.op == IoOp::kWrite ? Change::kWrite : Change::kAllocate,
+                    file.node(),
+                    r.offset,
+                    "",
+                    node.size,
+                    "",
+                    new_size};
+      if (r.op == IoOp::kWrite) {
+        change.new_bytes.assign(r.write_data, r.length);
+        if (r.offset < node.size) {
+          change.old_bytes.resize(std::min(end, node.size) - r.offset);
+          IoQueue* helper = HelperQueueLocked();
+          absl::StatusOr<uint64_t> got =
+              helper == nullptr
+                  ? absl::StatusOr<uint64_t>(absl::InternalError("no helper queue"))
+                  : ReadAt(*helper, *file.base(), r.offset, std::span<char>(change.old_bytes));
+          change.old_bytes.resize(got.ok() ? *got : 0);
+        }
+      }
+      total_bytes_ += new_size - node.size;
+      node.size = new_size;
+      *change_sequence = ++sequence_;
+      changes_.emplace(*change_sequence, std::move(change));
+      return std::nullopt;
+    }
+
+    case IoOp::kDataSync:
+    case IoOp::kSync:
+      ++stats_.syncs;
+      if (Draw(faults_.sync_error_probability)) {
+        ++stats_.injected_sync_errors;
+        // What the sync should have persisted is lost at the next crash, whatever comes after.
+        for (auto& [seq, change] : changes_) {
+          if (!file.directory() && change.node == file.node()) change.lost = true;
+        }
+        failed.status = ErrnoStatus(EIO, absl::StrCat(r.op == IoOp::kSync ? "fsync " : "fdatasync ",
+                                                      file.path(), " (injected)"));
+        return failed;
+      }
+      if (file.directory()) {
+        sync->directory = file.path();
+        sync->directory_sequence = sequence_;
+      } else {
+        sync->node = file.node();
+        for (const auto& [seq, change] : changes_) {
+          if (change.node == file.node() && change.completed) sync->changes.push_back(seq);
+        }
+      }
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+void FaultFileSystem::Complete(const IoCompletion& completion, uint64_t change_sequence,
+                               const std::optional<PendingSync>& sync) {
+  if (change_sequence != 0) {
+    auto it = changes_.find(change_sequence);
+    if (it != changes_.end() && completion.status.ok()) it->second.completed = true;
+  }
+  if (!sync.has_value()) return;
+  if (!completion.status.ok()) {
+    // A real sync failure: as for an injected one, the file's pending changes are lost.
+    for (auto& [seq, change] : changes_) {
+      if (sync->directory.empty() && change.node == sync->node) change.lost = true;
+    }
+    return;
+  }
+  if (!sync->directory.empty()) {
+    std::erase_if(directory_changes_, [&](const DirectoryChange& c) {
+      return c.sequence <= sync->directory_sequence && ParentDirectory(c.to) == sync->directory;
+    });
+    return;
+  }
+  for (uint64_t seq : sync->changes) {
+    auto it = changes_.find(seq);
+    if (it != changes_.end() && !it->second.lost) changes_.erase(it);
+  }
+}
+
+absl::Status FaultFileSystem::RecordTruncate(FaultFile& file, uint64_t size) {
+  std::lock_guard lock(mu_);
+  Node& node = nodes_[file.node()];
+  Change change{Change::kTruncate, file.node(), size, "", node.size, "", size};
+  if (size < node.size) {
+    change.old_bytes.resize(node.size - size);
+    IoQueue* helper = HelperQueueLocked();
+    if (helper == nullptr) return absl::InternalError("fault file system: no helper queue");
+    CAIRN_ASSIGN_OR_RETURN(uint64_t got,
+                           ReadAt(*helper, *file.base(), size, std::span<char>(change.old_bytes)));
+    change.old_bytes.resize(got);
+  } else if (faults_.capacity_bytes != 0 &&
+             total_bytes_ - node.size + size > faults_.capacity_bytes) {
+    ++stats_.injected_no_space;
+    return ErrnoStatus(ENOSPC, absl::StrCat("ftruncate ", file.path(), " (injected)"));
+  }
+  CAIRN_RETURN_IF_ERROR(file.base()->Truncate(size));
+  total_bytes_ = total_bytes_ - node.size + size;
+  node.size = size;
+  change.completed = true;
+  changes_.emplace(++sequence_, std::move(change));
+  return absl::OkStatus();
+}
+
+absl::Status FaultFileSystem::WriteBase(const std::string& path, uint64_t offset,
+                                        std::string_view bytes, std::optional<uint64_t> size) {
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> file, base_->OpenFile(path, {}));
+  IoQueue* helper = HelperQueueLocked();
+  if (helper == nullptr) return absl::InternalError("fault file system: no helper queue");
+  if (!bytes.empty()) {
+    CAIRN_RETURN_IF_ERROR(WriteAt(*helper, *file, offset, std::span<const char>(bytes)));
+  }
+  if (size.has_value()) CAIRN_RETURN_IF_ERROR(file->Truncate(*size));
+  return DataSync(*helper, *file);
+}
+
+absl::Status FaultFileSystem::SimulateCrash(const CrashOptions& options) {
+  std::lock_guard lock(mu_);
+  ++stats_.crashes;
+  stats_.last_crash_writes_dropped = 0;
+  stats_.last_crash_tore_write = false;
+  stats_.last_crash_files_removed = 0;
+  stats_.last_crash_renames_undone = 0;
+
+  // Decide what survives: a prefix of the newest write, and any other write kept by chance.
+  std::map<uint64_t, uint64_t> kept;  // Sequence -> bytes of new data kept.
+  uint64_t newest_write = 0;
+  for (const auto& [seq, change] : changes_) {
+    if (change.kind == Change::kWrite && !change.lost) newest_write = seq;
+  }
+  for (const auto& [seq, change] : changes_) {
+    if (change.lost || change.kind != Change::kWrite) continue;
+    if (seq == newest_write && options.tear_last_write && !change.new_bytes.empty()) {
+      // A quarter of the time nothing of it reached the disk; otherwise a prefix did.
+      const uint64_t size = change.new_bytes.size();
+      const uint64_t prefix =
+          Draw(0.25) || size == 1 ? 0 : std::uniform_int_distribution<uint64_t>(1, size - 1)(rng_);
+      if (prefix > 0) {
+        kept[seq] = prefix;
+        stats_.last_crash_tore_write = true;
+      }
+    } else if (Draw(options.keep_unsynced_probability)) {
+      kept[seq] = change.new_bytes.size();
+    }
+  }
+
+  // Undo every change, newest first.
+  for (auto it = changes_.rbegin(); it != changes_.rend(); ++it) {
+    const Change& change = it->second;
+    auto node = nodes_.find(change.node);
+    if (node == nodes_.end()) continue;
+    if (change.kind == Change::kWrite && !kept.count(it->first)) ++stats_.last_crash_writes_dropped;
+    CAIRN_RETURN_IF_ERROR(
+        WriteBase(node->second.path, change.offset, change.old_bytes, change.old_size));
+    node->second.size = change.old_size;
+  }
+  // Re-apply the survivors, oldest first.
+  for (const auto& [seq, bytes] : kept) {
+    const Change& change = changes_.at(seq);
+    auto node = nodes_.find(change.node);
+    if (node == nodes_.end()) continue;
+    CAIRN_RETURN_IF_ERROR(WriteBase(node->second.path, change.offset,
+                                    std::string_view(change.new_bytes).substr(0, bytes),
+                                    std::nullopt));
+  }
+  // Undo directory changes, newest first.
+  for (auto it = directory_changes_.rbegin(); it != directory_changes_.rend(); ++it) {
+    if (it->kind == DirectoryChange::kRename) {
+      CAIRN_RETURN_IF_ERROR(base_->RenameFile(it->to, it->from));
+      if (it->replaced.has_value()) {
+        OpenOptions create;
+        create.create = true;
+        CAIRN_RETURN_IF_ERROR(base_->OpenFile(it->to, create).status());
+        CAIRN_RETURN_IF_ERROR(WriteBase(it->to, 0, *it->replaced, it->replaced->size()));
+      }
+      ++stats_.last_crash_renames_undone;
+    } else {
+      absl::Status removed = base_->RemoveFile(it->to);
+      if (!removed.ok() && !absl::IsNotFound(removed)) return removed;
+      ++stats_.last_crash_files_removed;
+    }
+  }
+
+  changes_.clear();
+  directory_changes_.clear();
+  nodes_.clear();
+  path_to_node_.clear();
+  total_bytes_ = 0;
+  helper_queue_.reset();
+  ++epoch_;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::unique_ptr<FaultInjectionFileSystem> NewFaultInjectionFileSystem(FileSystem* base,
+                                                                      const FaultOptions& options) {
+  return std::make_unique<FaultFileSystem>(base, options);
+}
+
+}  // namespace cairn

@@ -1,0 +1,95 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+#include "test/test_util.h"
+
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+namespace cairn::testing {
+
+TempDir::TempDir() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/cairn-test-XXXXXX";
+  char* made = mkdtemp(pattern.data());
+  REQUIRE(made != nullptr);
+  path_ = made;
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+std::vector<std::string> AllFileSystemKinds() {
+  return {"io_uring", "posix", "memory", "fault(memory)", "fault(posix)"};
+}
+
+std::unique_ptr<TestFileSystem> MakeTestFileSystem(const std::string& kind) {
+  auto t = std::make_unique<TestFileSystem>();
+  t->name = kind;
+  std::string base_kind = kind;
+  bool fault = false;
+  if (kind.rfind("fault(", 0) == 0) {
+    fault = true;
+    base_kind = kind.substr(6, kind.size() - 7);
+  }
+  if (base_kind == "memory") {
+    t->base = NewMemoryFileSystem();
+    REQUIRE(t->base->CreateDirectory("/test").ok());
+    t->root = "/test";
+  } else {
+    DiskFileSystemOptions options;
+    options.engine = base_kind == "posix" ? IoEngine::kPosix : IoEngine::kIoUring;
+    absl::StatusOr<std::unique_ptr<FileSystem>> fs = NewDiskFileSystem(options);
+    INFO(fs.status().ToString());
+    REQUIRE(fs.ok());
+    t->base = std::move(*fs);
+    t->temp_dir = std::make_unique<TempDir>();
+    t->root = t->temp_dir->path();
+  }
+  if (fault) t->wrapper = NewFaultInjectionFileSystem(t->base.get());
+  return t;
+}
+
+std::string ReadAll(FileSystem& fs, const std::string& path) {
+  auto queue = fs.NewQueue({});
+  REQUIRE(queue.ok());
+  absl::StatusOr<std::string> data = ReadFile(fs, **queue, path);
+  INFO(path << ": " << data.status().ToString());
+  REQUIRE(data.ok());
+  return *data;
+}
+
+void WriteDurably(FileSystem& fs, const std::string& path, const std::string& content) {
+  auto queue = fs.NewQueue({});
+  REQUIRE(queue.ok());
+  OpenOptions create;
+  create.create = true;
+  auto file = fs.OpenFile(path, create);
+  REQUIRE(file.ok());
+  REQUIRE((*file)->Truncate(0).ok());
+  REQUIRE(WriteAt(**queue, **file, 0, content).ok());
+  REQUIRE(DataSync(**queue, **file).ok());
+  REQUIRE(SyncDirectory(fs, **queue, ParentDirectory(path)).ok());
+}
+
+uint64_t TestSeed() {
+  uint64_t seed;
+  if (const char* env = std::getenv("CAIRN_TEST_SEED"); env && *env) {
+    seed = std::strtoull(env, nullptr, 10);
+  } else {
+    seed = std::random_device()() ^
+           static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  }
+  // Printed, not attached to an assertion, so that it shows with any failure of the test.
+  std::fprintf(stderr, "seed %llu (replay with CAIRN_TEST_SEED=%llu)\n",
+               static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
+  return seed;
+}
+
+}  // namespace cairn::testing
