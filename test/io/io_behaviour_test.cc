@@ -284,7 +284,7 @@ TEST_CASE("file systems: direct I/O needs alignment", "[io]") {
   CHECK(misaligned.code() == absl::StatusCode::kInvalidArgument);
 }
 
-TEST_CASE("file systems: large transfers and concurrent queues", "[io]") {
+TEST_CASE("file systems: large transfers and concurrent queues", "[io][concurrency]") {
   auto kind = GENERATE(from_range(testing::AllFileSystemKinds()));
   auto t = MakeTestFileSystem(kind);
   INFO("file system " << t->fs().name());

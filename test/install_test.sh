@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs cairn into a scratch prefix and builds examples/ against the installed copy, as a
+# separate project would (find_package(cairn), target cairn::cairn), then runs the quickstart.
+#
+#   install_test.sh SOURCE_DIR WORK_DIR static|shared
+set -euo pipefail
+src=$1 work=$2 kind=$3
+case "$kind" in
+  static) shared=OFF ;;
+  shared) shared=ON ;;
+  *) echo "install_test.sh: kind must be static or shared, not '$kind'" >&2; exit 2 ;;
+esac
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+
+rm -rf "$work"
+mkdir -p "$work"
+cmake -S "$src" -B "$work/build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+  -DBUILD_SHARED_LIBS=$shared -DCAIRN_BUILD_TESTS=OFF -DCAIRN_BUILD_BENCH=OFF \
+  -DCAIRN_BUILD_EXAMPLES=OFF -DCAIRN_BUILD_NET=OFF >"$work/configure.log"
+cmake --build "$work/build" >"$work/build.log"
+cmake --install "$work/build" --prefix "$work/prefix" >"$work/install.log"
+
+test -f "$work/prefix/include/cairn/io.h"
+libname=libcairn.a
+[ "$kind" = shared ] && libname=libcairn.so
+if ! find "$work/prefix" -name "$libname" | grep -q .; then
+  echo "install_test.sh: $libname not installed under $work/prefix" >&2; exit 1
+fi
+if ! find "$work/prefix" -name cairnConfig.cmake | grep -q .; then
+  echo "install_test.sh: no cairnConfig.cmake under $work/prefix" >&2; exit 1
+fi
+
+# The consumer knows nothing of the source tree: only the prefix.
+cmake -S "$src/examples" -B "$work/examples" "${generator[@]}" \
+  -DCMAKE_PREFIX_PATH="$work/prefix" >"$work/examples-configure.log"
+cmake --build "$work/examples" >"$work/examples-build.log"
+if [ "$kind" = shared ]; then
+  # The example must load the installed shared library.
+  ldd "$work/examples/quickstart" | grep -q "$work/prefix/.*libcairn.so"
+fi
+"$work/examples/quickstart" "$work/data" >"$work/quickstart.out"
+grep -q "checksum ok" "$work/quickstart.out"
+echo "install test ($kind): OK"
