@@ -1,0 +1,147 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// A Store is one process's set of ledgers on local disk: append-only sequences of batches, each
+// with a single writer, durable before they are acknowledged, read back whole and verified.
+//
+//   StoreOptions options;
+//   options.data_dirs = {"/var/lib/app/log"};
+//   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, Store::Open(options));
+//   CAIRN_ASSIGN_OR_RETURN(uint64_t ledger, store->CreateLedger());
+//   CAIRN_ASSIGN_OR_RETURN(auto writer, store->OpenWriter(ledger));
+//   BatchBuilder batch;
+//   batch.Add({.value = "hello", .timestamp_us = now});
+//   CAIRN_ASSIGN_OR_RETURN(AppendResult ids, writer->Append(batch));  // durable when it returns
+//
+// The on-disk layout, the durability argument and recovery are described in docs/storage.md.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cairn/io.h"
+#include "cairn/ledger.h"
+#include "cairn/log.h"
+
+namespace cairn {
+
+enum class Durability {
+  // An append completes only after its bytes, and what is needed to find them after a crash,
+  // are on stable storage (fdatasync; directory fsync after creating a file). Appends waiting at
+  // the same moment share one round of syncs (group commit).
+  kSync,
+  // An append completes once written to the file system. A crash may lose a suffix of recent
+  // appends of a ledger, never leave a gap or a corrupt entry. Data is synced at segment rolls,
+  // at Seal() and at Close().
+  kAsync,
+};
+
+// Named limits and defaults.
+inline constexpr uint64_t kMinSegmentBytes = 64 * 1024;
+inline constexpr uint64_t kMaxSegmentBytes = uint64_t{1} << 40;
+inline constexpr uint64_t kDefaultSegmentBytes = uint64_t{128} << 20;
+
+struct StoreOptions {
+  // Where ledgers live. Each ledger lives in one of them, chosen by its id. At least one.
+  std::vector<std::string> data_dirs;
+  // A directory for a shared write-ahead journal (ideally on its own device). Not supported yet:
+  // a non-empty value is refused with kUnimplemented.
+  std::string journal_dir;
+  Durability durability = Durability::kSync;
+  // A segment file is rolled when the next batch would take it past this size. A batch larger
+  // than a segment gets a segment of its own.
+  uint64_t segment_bytes = kDefaultSegmentBytes;
+  // After the first append of a group arrives, wait up to this long for more before writing.
+  // 0: write at once; appends that arrive while a group is being synced form the next group.
+  uint32_t group_commit_max_delay_us = 0;
+  // Largest group written and synced at once.
+  uint64_t group_commit_max_bytes = uint64_t{8} << 20;
+  // Bytes of appends accepted and not yet acknowledged, across the store. Appends beyond it wait
+  // (back-pressure) instead of buffering without bound.
+  uint64_t max_in_flight_bytes = uint64_t{64} << 20;
+  // Memory for the batch indexes of sealed segments, loaded on demand and evicted least recently
+  // used first. The index of each ledger's open segment is always in memory.
+  uint64_t index_cache_bytes = uint64_t{64} << 20;
+  // The I/O engine, when `file_system` is not given.
+  IoEngine io_engine = IoEngine::kAuto;
+  // The file system to use, borrowed: it must outlive the store. Null: the local disk.
+  FileSystem* file_system = nullptr;
+  // Create the data directories' store files if they do not exist yet.
+  bool create_if_missing = true;
+  LogFunction log = StderrLog();
+};
+
+enum class LedgerState { kOpen, kSealed };
+
+struct LedgerInfo {
+  uint64_t id = 0;
+  LedgerState state = LedgerState::kOpen;
+  bool fenced = false;
+  // The last entry that is acknowledged (durable in kSync mode), or kNoEntry.
+  uint64_t last_add_confirmed = kNoEntry;
+  uint64_t size_bytes = 0;  // Bytes of batches stored.
+  uint32_t segment_count = 0;
+};
+
+// What opening the store found. Recovery never drops acknowledged data silently: damage that is
+// not a torn tail makes Open fail with kDataLoss naming the ledger, file and offset.
+struct RecoveryReport {
+  uint64_t ledgers = 0;
+  uint64_t segments_scanned = 0;
+  uint64_t bytes_scanned = 0;  // Bytes read past the checkpoints (the tail).
+  uint64_t torn_tails_truncated = 0;
+  uint64_t bytes_truncated = 0;
+  uint64_t incomplete_ledgers_removed = 0;  // Creates or deletes interrupted by a crash.
+  bool clean_shutdown = false;
+};
+
+// Thread-safe. Destroying the store closes it (see Close()).
+class Store {
+ public:
+  // Opens (or creates) the store in options.data_dirs, recovering after a crash. Only one Store
+  // may have the directories open: a second Open, from this process or another, fails with
+  // kFailedPrecondition. Damage that is not a torn tail: kDataLoss.
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options);
+
+  virtual ~Store() = default;
+  Store() = default;
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // Waits for appends in flight, syncs, writes checkpoints so that the next Open scans nothing,
+  // and releases the directories. Writers and readers must be destroyed before the store.
+  virtual absl::Status Close() = 0;
+
+  // Creates an empty, open ledger with the given id, or with a store-assigned one (one above the
+  // highest id ever seen). kAlreadyExists if the id is taken. Durable when it returns.
+  virtual absl::StatusOr<uint64_t> CreateLedger(std::optional<uint64_t> id = std::nullopt) = 0;
+  // Ids of all ledgers, ascending.
+  virtual std::vector<uint64_t> ListLedgers() = 0;
+  virtual absl::StatusOr<LedgerInfo> GetLedgerInfo(uint64_t id) = 0;
+  // Deletes a ledger and its files. kFailedPrecondition while a writer or reader has it open.
+  // Crash-safe: a delete interrupted by a crash is finished by the next Open.
+  virtual absl::Status DeleteLedger(uint64_t id) = 0;
+
+  // The ledger's single writer. kFailedPrecondition if it is sealed or fenced or already has a
+  // writer; kNotFound if there is no such ledger. Appends continue after the last entry.
+  virtual absl::StatusOr<std::unique_ptr<LedgerWriter>> OpenWriter(uint64_t id) = 0;
+  // A reader; any number may be open, also while the ledger is being written.
+  virtual absl::StatusOr<std::unique_ptr<LedgerReader>> OpenReader(uint64_t id) = 0;
+
+  // Takes the right to append away from the ledger's writer, durably: its appends that are not
+  // yet written, and all later ones, fail with kFailedPrecondition. What was acknowledged stays.
+  // Returns the last add confirmed at the moment of fencing.
+  virtual absl::StatusOr<uint64_t> Fence(uint64_t id) = 0;
+
+  // True after an fsync failure or another error after which nothing more can be acknowledged
+  // (fail-stop). Reads keep working.
+  virtual bool read_only() const = 0;
+  virtual const RecoveryReport& recovery_report() const = 0;
+};
+
+}  // namespace cairn

@@ -1,0 +1,357 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+#include "src/ledger/ledger_io.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <future>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "src/format/batch_format.h"
+#include "src/util/status_macros.h"
+
+namespace cairn {
+
+// Fills a ReadResult (whose members are private to keep it read-only for users).
+class ReadResultBuilder {
+ public:
+  static std::vector<char>& buffer(ReadResult& r) { return r.buffer_; }
+  static std::vector<BatchView>& batches(ReadResult& r) { return r.batches_; }
+  static void set_next_entry_id(ReadResult& r, uint64_t id) { r.next_entry_id_ = id; }
+};
+
+namespace {
+
+absl::StatusOr<AppendResult> Wait(LedgerWriter& writer,
+                                  const std::function<void(AppendCallback)>& append) {
+  std::promise<absl::StatusOr<AppendResult>> promise;
+  std::future<absl::StatusOr<AppendResult>> future = promise.get_future();
+  append([&promise](absl::StatusOr<AppendResult> result) { promise.set_value(std::move(result)); });
+  (void)writer;
+  return future.get();
+}
+
+}  // namespace
+
+absl::StatusOr<AppendResult> LedgerWriter::Append(BatchBuilder& batch) {
+  return Wait(*this, [&](AppendCallback done) { AppendAsync(batch, std::move(done)); });
+}
+
+absl::StatusOr<AppendResult> LedgerWriter::Append(std::span<const char> batch) {
+  return Wait(*this, [&](AppendCallback done) { AppendAsync(batch, std::move(done)); });
+}
+
+namespace internal {
+
+class WriterImpl final : public LedgerWriter {
+ public:
+  WriterImpl(StoreImpl* store, std::shared_ptr<Ledger> ledger)
+      : store_(store), ledger_(std::move(ledger)) {}
+
+  ~WriterImpl() override {
+    Flush().IgnoreError();  // Errors were reported to each append's callback.
+    store_->ReleaseWriter(ledger_);
+  }
+
+  void AppendAsync(BatchBuilder& batch, AppendCallback done) override {
+    PendingAppend append = NewAppend(std::move(done));
+    if (batch.empty()) {
+      append.error = absl::InvalidArgumentError("cannot append an empty batch");
+      return Submit(std::move(append));
+    }
+    if (!AssignIds(append, batch.entry_count())) return Submit(std::move(append));
+    absl::StatusOr<std::span<const char>> bytes = batch.Finish(ledger_->id, append.first_entry_id);
+    if (!bytes.ok()) {
+      Unassign(append);
+      append.error = bytes.status();
+      return Submit(std::move(append));
+    }
+    append.bytes.assign(bytes->begin(), bytes->end());
+    absl::StatusOr<BatchHeader> header = DecodeBatchHeader(*bytes);
+    append.max_timestamp_us = header.ok() ? header->max_timestamp_us : INT64_MIN;
+    Submit(std::move(append));
+  }
+
+  void AppendAsync(std::span<const char> wire, AppendCallback done) override {
+    PendingAppend append = NewAppend(std::move(done));
+    absl::StatusOr<BatchView> view = BatchView::Parse(wire);
+    if (!view.ok()) {
+      append.error = view.status();
+      return Submit(std::move(append));
+    }
+    if (view->size_bytes() != wire.size()) {
+      append.error = absl::InvalidArgumentError(absl::StrFormat(
+          "%d bytes follow the batch: append exactly one batch", wire.size() - view->size_bytes()));
+      return Submit(std::move(append));
+    }
+    if (!AssignIds(append, view->entry_count())) return Submit(std::move(append));
+    append.bytes.assign(wire.begin(), wire.end());
+    append.max_timestamp_us = view->max_timestamp_us();
+    absl::Status stamped = StampBatch(std::span<char>(append.bytes), ledger_->id,
+                                      append.first_entry_id, view->payload_hash());
+    if (!stamped.ok()) {
+      Unassign(append);
+      append.error = stamped;
+    }
+    Submit(std::move(append));
+  }
+
+  absl::Status Flush() override {
+    std::unique_lock lock(mu_);
+    idle_.wait(lock, [&] { return pending_ == 0; });
+    absl::Status error = std::move(first_error_);
+    first_error_ = absl::OkStatus();
+    return error;
+  }
+
+  absl::StatusOr<uint64_t> Seal() override {
+    Flush().IgnoreError();  // A ledger is sealed at what was acknowledged, whatever failed.
+    return store_->SealLedger(ledger_);
+  }
+
+  uint64_t ledger_id() const override { return ledger_->id; }
+
+  uint64_t last_add_confirmed() const override {
+    std::lock_guard lock(ledger_->mu);
+    return ledger_->last_add_confirmed;
+  }
+
+  void Completed(const absl::Status& status) {
+    std::lock_guard lock(mu_);
+    --pending_;
+    if (!status.ok() && first_error_.ok()) first_error_ = status;
+    if (pending_ == 0) idle_.notify_all();
+  }
+
+ private:
+  PendingAppend NewAppend(AppendCallback done) {
+    PendingAppend append;
+    append.ledger = ledger_;
+    append.writer = this;
+    append.done = std::move(done);
+    return append;
+  }
+
+  // Hands out the next ids; false (with append.error set) if the ledger cannot take them.
+  bool AssignIds(PendingAppend& append, uint32_t count) {
+    std::lock_guard lock(ledger_->mu);
+    if (ledger_->state == LedgerState::kSealed || ledger_->fenced) {
+      append.error = absl::FailedPreconditionError(
+          absl::StrCat("ledger ", ledger_->id, ledger_->fenced ? " is fenced" : " is sealed"));
+      return false;
+    }
+    if (ledger_->next_entry_id > kNoEntry - 1 - count) {
+      append.error = absl::ResourceExhaustedError(
+          absl::StrCat("ledger ", ledger_->id, " has no entry ids left"));
+      return false;
+    }
+    append.first_entry_id = ledger_->next_entry_id;
+    append.entry_count = count;
+    append.epoch = ledger_->epoch;
+    ledger_->next_entry_id += count;
+    return true;
+  }
+
+  // Gives back ids of an append that will not be written (only the last one can be given back).
+  void Unassign(const PendingAppend& append) {
+    std::lock_guard lock(ledger_->mu);
+    if (append.epoch == ledger_->epoch &&
+        ledger_->next_entry_id == append.first_entry_id + append.entry_count) {
+      ledger_->next_entry_id = append.first_entry_id;
+    }
+  }
+
+  void Submit(PendingAppend append) {
+    {
+      std::lock_guard lock(mu_);
+      ++pending_;
+    }
+    store_->Enqueue(std::move(append));
+  }
+
+  StoreImpl* const store_;
+  const std::shared_ptr<Ledger> ledger_;
+  std::mutex mu_;
+  std::condition_variable idle_;
+  uint64_t pending_ = 0;
+  absl::Status first_error_;
+};
+
+namespace {
+
+class ReaderImpl final : public LedgerReader {
+ public:
+  ReaderImpl(StoreImpl* store, std::shared_ptr<Ledger> ledger, std::unique_ptr<IoQueue> queue)
+      : store_(store), ledger_(std::move(ledger)), queue_(std::move(queue)) {}
+  ~ReaderImpl() override { store_->ReleaseReader(ledger_); }
+
+  absl::StatusOr<ReadResult> Read(uint64_t from, const ReadLimits& limits) override {
+    const uint64_t id = ledger_->id;
+    // Under the lock: find the segment and the batches to read, never past the LAC.
+    std::shared_ptr<File> file;
+    std::string path;
+    std::vector<IndexRecord> records;
+    IndexCache::Index sealed_index;
+    uint64_t lac;
+    {
+      std::unique_lock lock(ledger_->mu);
+      if (ledger_->deleted) return absl::NotFoundError(absl::StrCat("ledger ", id, " was deleted"));
+      lac = ledger_->last_add_confirmed;
+      if (lac == kNoEntry || from > lac) {
+        return absl::OutOfRangeError(
+            absl::StrFormat("entry %d of ledger %d is past its last confirmed entry (%s)", from, id,
+                            lac == kNoEntry ? "none yet" : absl::StrCat(lac)));
+      }
+      auto& segments = ledger_->segments;
+      auto it = std::upper_bound(segments.begin(), segments.end(), from,
+                                 [](uint64_t e, const Segment& s) { return e < s.base_entry_id; });
+      if (it == segments.begin()) return absl::InternalError("no segment holds the entry");
+      Segment& segment = *(it - 1);
+      if (segment.file == nullptr) {
+        CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> opened,
+                               store_->fs().OpenFile(segment.path, {}));
+        segment.file = std::move(opened);
+      }
+      file = segment.file;
+      path = segment.path;
+      if (segment.sealed) {
+        Segment copy;
+        copy.base_entry_id = segment.base_entry_id;
+        copy.end_entry_id = segment.end_entry_id;
+        copy.path = segment.path;
+        lock.unlock();
+        CAIRN_ASSIGN_OR_RETURN(sealed_index, store_->SealedIndex(*queue_, copy, id));
+        Select(*sealed_index, from, lac, limits, records);
+      } else {
+        Select(segment.index, from, lac, limits, records);
+      }
+    }
+    if (records.empty()) return absl::InternalError("the index has no batch for the entry");
+
+    ReadResult result;
+    std::vector<char>& buffer = ReadResultBuilder::buffer(result);
+    const uint64_t start = records.front().position;
+    buffer.resize(records.back().end_position() - start);
+    CAIRN_ASSIGN_OR_RETURN(uint64_t got, ReadAt(*queue_, *file, start, std::span<char>(buffer)));
+    if (got != buffer.size()) {
+      return absl::DataLossError(absl::StrFormat("%s: %d bytes missing at offset %d", path,
+                                                 buffer.size() - got, start + got));
+    }
+    std::vector<BatchView>& batches = ReadResultBuilder::batches(result);
+    for (const IndexRecord& r : records) {
+      std::span<const char> bytes(buffer.data() + (r.position - start), r.size);
+      absl::StatusOr<BatchView> view = BatchView::Parse(bytes);
+      if (!view.ok()) {
+        return absl::DataLossError(
+            absl::StrFormat("ledger %d: %s at offset %d (entries %d..%d): %s", id, path, r.position,
+                            r.base_entry_id, r.end_entry_id() - 1, view.status().message()));
+      }
+      if (view->ledger_id() != id || view->base_entry_id() != r.base_entry_id ||
+          view->size_bytes() != r.size) {
+        return absl::DataLossError(absl::StrFormat(
+            "ledger %d: %s at offset %d holds ledger %d entry %d, not entry %d", id, path,
+            r.position, view->ledger_id(), view->base_entry_id(), r.base_entry_id));
+      }
+      batches.push_back(*view);
+    }
+    ReadResultBuilder::set_next_entry_id(result, records.back().end_entry_id());
+    return result;
+  }
+
+  uint64_t WaitForEntry(uint64_t entry_id, std::chrono::microseconds timeout) override {
+    std::unique_lock lock(ledger_->mu);
+    ledger_->changed.wait_for(lock, timeout, [&] {
+      const uint64_t lac = ledger_->last_add_confirmed;
+      return (lac != kNoEntry && lac >= entry_id) || ledger_->state == LedgerState::kSealed ||
+             ledger_->fenced || ledger_->deleted;
+    });
+    return ledger_->last_add_confirmed;
+  }
+
+  absl::StatusOr<uint64_t> SeekByTime(int64_t timestamp_us) override {
+    const uint64_t id = ledger_->id;
+    std::unique_lock lock(ledger_->mu);
+    if (ledger_->deleted) return absl::NotFoundError(absl::StrCat("ledger ", id, " was deleted"));
+    auto& segments = ledger_->segments;
+    // Running maxima are non-decreasing, so the first segment and batch that reach the
+    // timestamp are found by binary search.
+    auto it = std::partition_point(segments.begin(), segments.end(), [&](const Segment& s) {
+      return s.end_entry_id == s.base_entry_id || s.max_timestamp_us < timestamp_us;
+    });
+    if (it == segments.end() || ledger_->last_add_confirmed == kNoEntry) {
+      return absl::OutOfRangeError(absl::StrFormat(
+          "ledger %d has no entry with a timestamp at or after %d", id, timestamp_us));
+    }
+    std::vector<IndexRecord> open_index;
+    IndexCache::Index sealed_index;
+    const std::vector<IndexRecord>* index;
+    if (it->sealed) {
+      Segment copy;
+      copy.base_entry_id = it->base_entry_id;
+      copy.end_entry_id = it->end_entry_id;
+      copy.path = it->path;
+      lock.unlock();
+      CAIRN_ASSIGN_OR_RETURN(sealed_index, store_->SealedIndex(*queue_, copy, id));
+      index = sealed_index.get();
+    } else {
+      index = &it->index;
+    }
+    auto record = std::partition_point(index->begin(), index->end(), [&](const IndexRecord& r) {
+      return r.max_timestamp_us < timestamp_us;
+    });
+    if (record == index->end()) return absl::InternalError("time index out of step");
+    return record->base_entry_id;
+  }
+
+  uint64_t last_add_confirmed() const override {
+    std::lock_guard lock(ledger_->mu);
+    return ledger_->last_add_confirmed;
+  }
+
+  bool sealed() const override {
+    std::lock_guard lock(ledger_->mu);
+    return ledger_->state == LedgerState::kSealed;
+  }
+
+  uint64_t ledger_id() const override { return ledger_->id; }
+
+ private:
+  // The batches to read from `index`: the one holding `from`, then on while within the limits
+  // and the LAC.
+  static void Select(const std::vector<IndexRecord>& index, uint64_t from, uint64_t lac,
+                     const ReadLimits& limits, std::vector<IndexRecord>& out) {
+    auto it = std::partition_point(index.begin(), index.end(),
+                                   [&](const IndexRecord& r) { return r.end_entry_id() <= from; });
+    uint64_t entries = 0, bytes = 0;
+    for (; it != index.end() && it->base_entry_id <= lac; ++it) {
+      out.push_back(*it);
+      entries += it->entry_count;
+      bytes += it->size;
+      if (entries >= limits.max_entries || bytes >= limits.max_bytes) break;
+    }
+  }
+
+  StoreImpl* const store_;
+  const std::shared_ptr<Ledger> ledger_;
+  const std::unique_ptr<IoQueue> queue_;
+};
+
+}  // namespace
+
+std::unique_ptr<LedgerWriter> NewLedgerWriter(StoreImpl* store, std::shared_ptr<Ledger> ledger) {
+  return std::make_unique<WriterImpl>(store, std::move(ledger));
+}
+
+std::unique_ptr<LedgerReader> NewLedgerReader(StoreImpl* store, std::shared_ptr<Ledger> ledger,
+                                              std::unique_ptr<IoQueue> queue) {
+  return std::make_unique<ReaderImpl>(store, std::move(ledger), std::move(queue));
+}
+
+void CompleteAppend(PendingAppend& append, absl::StatusOr<AppendResult> result) {
+  const absl::Status status = result.status();
+  if (append.done) append.done(std::move(result));
+  if (append.writer != nullptr) append.writer->Completed(status);
+}
+
+}  // namespace internal
+}  // namespace cairn

@@ -1,0 +1,120 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+#include "src/ledger/segment_scan.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "cairn/batch.h"
+#include "src/format/batch_format.h"
+#include "src/format/coding.h"
+#include "src/util/status_macros.h"
+
+namespace cairn::internal {
+namespace {
+
+constexpr uint64_t kReadChunkBytes = uint64_t{1} << 20;
+
+// A window over a file, refilled on demand.
+class FileWindow {
+ public:
+  FileWindow(IoQueue& queue, File& file, uint64_t file_size)
+      : queue_(queue), file_(file), file_size_(file_size) {}
+
+  // Makes [at, at + n) available; n must fit in the file.
+  absl::StatusOr<std::span<const char>> Get(uint64_t at, uint64_t n) {
+    if (at < start_ || at + n > start_ + buffer_.size()) {
+      const uint64_t want = std::min(std::max(n, kReadChunkBytes), file_size_ - at);
+      buffer_.resize(want);
+      CAIRN_ASSIGN_OR_RETURN(uint64_t got, ReadAt(queue_, file_, at, std::span<char>(buffer_)));
+      buffer_.resize(got);
+      start_ = at;
+      bytes_read_ += got;
+      if (got < n) return absl::DataLossError("segment shrank while being scanned");
+    }
+    return std::span<const char>(buffer_.data() + (at - start_), n);
+  }
+
+  uint64_t bytes_read() const { return bytes_read_; }
+
+ private:
+  IoQueue& queue_;
+  File& file_;
+  const uint64_t file_size_;
+  std::vector<char> buffer_;
+  uint64_t start_ = 0;
+  uint64_t bytes_read_ = 0;
+};
+
+// A valid batch of `ledger_id` at `at`, if there is one.
+absl::StatusOr<std::optional<BatchHeader>> ValidBatchAt(FileWindow& window, uint64_t at,
+                                                        uint64_t file_size, uint64_t ledger_id) {
+  if (file_size - at < kBatchHeaderSize) return std::nullopt;
+  CAIRN_ASSIGN_OR_RETURN(std::span<const char> head, window.Get(at, kBatchHeaderSize));
+  absl::StatusOr<BatchHeader> header = DecodeBatchHeader(head);
+  if (!header.ok() || header->ledger_id != ledger_id) return std::nullopt;
+  if (header->total_bytes() > file_size - at) return std::nullopt;
+  CAIRN_ASSIGN_OR_RETURN(std::span<const char> bytes, window.Get(at, header->total_bytes()));
+  if (!BatchView::Parse(bytes).ok()) return std::nullopt;
+  return *header;
+}
+
+}  // namespace
+
+absl::StatusOr<SegmentScan> ScanSegment(IoQueue& queue, File& file, uint64_t ledger_id,
+                                        uint64_t position, uint64_t next_entry_id,
+                                        int64_t max_timestamp_us) {
+  SegmentScan scan;
+  CAIRN_ASSIGN_OR_RETURN(scan.file_size, file.Size());
+  if (position > scan.file_size) {
+    return absl::DataLossError(
+        absl::StrFormat("%s: %d bytes, but %d are indexed", file.path(), scan.file_size, position));
+  }
+  FileWindow window(queue, file, scan.file_size);
+  uint64_t at = position;
+  while (at < scan.file_size) {
+    CAIRN_ASSIGN_OR_RETURN(std::optional<BatchHeader> batch,
+                           ValidBatchAt(window, at, scan.file_size, ledger_id));
+    if (!batch.has_value() || batch->base_entry_id != next_entry_id) break;
+    max_timestamp_us = std::max(max_timestamp_us, batch->max_timestamp_us);
+    scan.records.push_back(IndexRecord{batch->base_entry_id, at,
+                                       static_cast<uint32_t>(batch->total_bytes()),
+                                       batch->entry_count, max_timestamp_us});
+    next_entry_id = batch->base_entry_id + batch->entry_count;
+    at += batch->total_bytes();
+  }
+  scan.valid_end = at;
+  scan.end_entry_id = next_entry_id;
+  scan.max_timestamp_us = max_timestamp_us;
+
+  // Something invalid at `at`. If a valid batch of this ledger follows anywhere after it, the
+  // middle of the segment is damaged: report it. Otherwise it is a torn tail.
+  if (at < scan.file_size) {
+    const char magic[4] = {'C', 'R', 'N', 'B'};
+    for (uint64_t from = at + 1; from + kBatchHeaderSize <= scan.file_size;) {
+      const uint64_t n = std::min<uint64_t>(kReadChunkBytes, scan.file_size - from);
+      CAIRN_ASSIGN_OR_RETURN(std::span<const char> chunk, window.Get(from, n));
+      const char* hit = std::search(chunk.data(), chunk.data() + chunk.size(), magic, magic + 4);
+      if (hit == chunk.data() + chunk.size()) {
+        if (n < 4) break;
+        from += n - 3;  // The magic may straddle chunks.
+        continue;
+      }
+      const uint64_t candidate = from + static_cast<uint64_t>(hit - chunk.data());
+      CAIRN_ASSIGN_OR_RETURN(std::optional<BatchHeader> later,
+                             ValidBatchAt(window, candidate, scan.file_size, ledger_id));
+      if (later.has_value()) {
+        return absl::DataLossError(absl::StrFormat(
+            "ledger %d: %s is damaged: invalid data at offset %d (after entry %d) is followed by "
+            "a valid batch of entries %d..%d at offset %d",
+            ledger_id, file.path(), at, next_entry_id == 0 ? 0 : next_entry_id - 1,
+            later->base_entry_id, later->last_entry_id(), candidate));
+      }
+      from = candidate + 1;
+    }
+  }
+  scan.bytes_scanned = window.bytes_read();
+  return scan;
+}
+
+}  // namespace cairn::internal

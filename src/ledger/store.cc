@@ -1,0 +1,991 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// The store: opening and recovery, ledger metadata, and the I/O worker that runs group commit.
+// See store_impl.h for the threads and locks, docs/storage.md for the design.
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "src/format/batch_format.h"
+#include "src/ledger/ledger_io.h"
+#include "src/ledger/segment_scan.h"
+#include "src/ledger/store_impl.h"
+#include "src/util/status_macros.h"
+
+namespace cairn {
+
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
+  auto store = std::make_unique<internal::StoreImpl>(options);
+  CAIRN_RETURN_IF_ERROR(store->OpenStore());
+  return store;
+}
+
+namespace internal {
+namespace {
+
+constexpr uint32_t kWorkerQueueDepth = 1024;
+// Ledgers written in one round are limited so that their writes and syncs fit the queue.
+constexpr size_t kMaxLedgersPerRound = kWorkerQueueDepth / 2;
+
+std::string Join(const std::string& dir, std::string_view name) {
+  return absl::StrCat(dir, "/", std::string(name));
+}
+
+std::string SegmentName(uint64_t base) { return HexId(base) + ".seg"; }
+std::string IndexName(uint64_t base) { return HexId(base) + ".idx"; }
+std::string IndexPathOf(const Segment& segment) {
+  return segment.path.substr(0, segment.path.size() - 4) + ".idx";
+}
+
+absl::Status Annotate(const absl::Status& status, std::string_view context) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(std::string(context), ": ", status.message()));
+}
+
+}  // namespace
+
+uint64_t Ledger::size_bytes() const {
+  uint64_t bytes = 0;
+  for (const Segment& s : segments) bytes += s.end_position - kSegmentHeaderBytes;
+  return bytes;
+}
+
+// --- IndexCache --------------------------------------------------------------------------------
+
+IndexCache::Index IndexCache::Get(const std::string& path) {
+  std::lock_guard lock(mu_);
+  auto it = by_path_.find(path);
+  if (it == by_path_.end()) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  return it->second->second;
+}
+
+void IndexCache::Put(const std::string& path, Index index) {
+  std::lock_guard lock(mu_);
+  if (by_path_.count(path)) return;
+  bytes_ += index->size() * sizeof(IndexRecord);
+  lru_.emplace_front(path, std::move(index));
+  by_path_[path] = lru_.begin();
+  // Evict least recently used, but never the entry just added (readers hold their own
+  // reference, so an evicted index stays valid for them).
+  while (bytes_ > capacity_bytes_ && lru_.size() > 1) {
+    auto& victim = lru_.back();
+    bytes_ -= victim.second->size() * sizeof(IndexRecord);
+    by_path_.erase(victim.first);
+    lru_.pop_back();
+  }
+}
+
+void IndexCache::Erase(const std::string& path) {
+  std::lock_guard lock(mu_);
+  auto it = by_path_.find(path);
+  if (it == by_path_.end()) return;
+  bytes_ -= it->second->second->size() * sizeof(IndexRecord);
+  lru_.erase(it->second);
+  by_path_.erase(it);
+}
+
+uint64_t IndexCache::bytes() const {
+  std::lock_guard lock(mu_);
+  return bytes_;
+}
+
+// --- Opening and recovery ------------------------------------------------------------------------
+
+StoreImpl::StoreImpl(const StoreOptions& options)
+    : options_(options), index_cache_(options.index_cache_bytes) {}
+
+StoreImpl::~StoreImpl() {
+  absl::Status closed = Close();
+  if (!closed.ok() && options_.log) {
+    options_.log(LogLevel::kWarning, absl::StrCat("closing the store: ", closed.ToString()));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<IoQueue>> StoreImpl::NewQueue() {
+  return fs_->NewQueue(IoQueueOptions{.depth = 8});
+}
+
+std::string StoreImpl::LedgerDir(uint64_t id) const {
+  const std::string& dir = options_.data_dirs[id % options_.data_dirs.size()];
+  return Join(Join(dir, "ledgers"), HexId(id));
+}
+
+absl::Status StoreImpl::OpenStore() {
+  if (options_.data_dirs.empty()) {
+    return absl::InvalidArgumentError("StoreOptions.data_dirs is empty: give at least one");
+  }
+  if (!options_.journal_dir.empty()) {
+    return absl::UnimplementedError(
+        "StoreOptions.journal_dir: a separate journal is not supported yet; leave it empty");
+  }
+  if (options_.segment_bytes < kMinSegmentBytes || options_.segment_bytes > kMaxSegmentBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("StoreOptions.segment_bytes = %d: must be in [%d, %d]",
+                        options_.segment_bytes, kMinSegmentBytes, kMaxSegmentBytes));
+  }
+  if (options_.group_commit_max_bytes == 0 || options_.max_in_flight_bytes == 0) {
+    return absl::InvalidArgumentError(
+        "StoreOptions.group_commit_max_bytes and max_in_flight_bytes must be positive");
+  }
+  if (options_.group_commit_max_delay_us > 1'000'000) {
+    return absl::InvalidArgumentError("StoreOptions.group_commit_max_delay_us is over 1 second");
+  }
+  if (options_.file_system != nullptr) {
+    fs_ = options_.file_system;
+  } else {
+    CAIRN_ASSIGN_OR_RETURN(owned_fs_, NewDiskFileSystem(DiskFileSystemOptions{
+                                          .engine = options_.io_engine, .log = options_.log}));
+    fs_ = owned_fs_.get();
+  }
+  CAIRN_ASSIGN_OR_RETURN(worker_queue_, fs_->NewQueue(IoQueueOptions{.depth = kWorkerQueueDepth}));
+  report_.clean_shutdown = true;
+  for (const std::string& dir : options_.data_dirs) CAIRN_RETURN_IF_ERROR(OpenDataDir(dir));
+  report_.ledgers = ledgers_.size();
+  worker_ = std::thread([this] { WorkerLoop(); });
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::OpenDataDir(const std::string& dir) {
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<IoQueue> queue, NewQueue());
+  CAIRN_ASSIGN_OR_RETURN(bool exists, fs_->Exists(dir));
+  if (!exists) {
+    if (!options_.create_if_missing) {
+      return absl::NotFoundError(absl::StrCat("store directory ", dir, " does not exist"));
+    }
+    CAIRN_RETURN_IF_ERROR(fs_->CreateDirectory(dir));
+    CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, *queue, ParentDirectory(dir)));
+  }
+  absl::StatusOr<std::unique_ptr<FileLock>> lock = fs_->LockFile(Join(dir, "LOCK"));
+  if (!lock.ok()) {
+    return absl::Status(
+        lock.status().code(),
+        absl::StrCat("store directory ", dir, " is in use: ", lock.status().message()));
+  }
+  locks_.push_back(std::move(*lock));
+
+  const std::string store_file = Join(dir, "STORE");
+  const std::string ledgers_dir = Join(dir, "ledgers");
+  CAIRN_ASSIGN_OR_RETURN(bool initialized, fs_->Exists(store_file));
+  if (initialized) {
+    CAIRN_ASSIGN_OR_RETURN(std::string bytes, ReadFile(*fs_, *queue, store_file));
+    CAIRN_RETURN_IF_ERROR(Annotate(CheckStoreFile(bytes), store_file));
+  } else {
+    if (!options_.create_if_missing) {
+      return absl::NotFoundError(absl::StrCat(dir, " is not a cairn store (no STORE file)"));
+    }
+    // The ledgers directory first, then the STORE file that says the store is complete.
+    CAIRN_ASSIGN_OR_RETURN(bool has_ledgers, fs_->Exists(ledgers_dir));
+    if (!has_ledgers) CAIRN_RETURN_IF_ERROR(fs_->CreateDirectory(ledgers_dir));
+    CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, *queue, dir));
+    CAIRN_RETURN_IF_ERROR(WriteFileAtomically(*queue, store_file, EncodeStoreFile()));
+  }
+
+  const std::string clean = Join(dir, "CLEAN");
+  CAIRN_ASSIGN_OR_RETURN(bool was_clean, fs_->Exists(clean));
+  if (was_clean) {
+    // From now on a crash must not look like a clean shutdown.
+    CAIRN_RETURN_IF_ERROR(fs_->RemoveFile(clean));
+    CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, *queue, dir));
+  } else {
+    report_.clean_shutdown = false;
+  }
+
+  CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, fs_->ListDirectory(ledgers_dir));
+  for (const std::string& name : names) {
+    std::optional<uint64_t> id = ParseHexName(name, "");
+    if (!id.has_value()) {
+      if (options_.log) {
+        options_.log(LogLevel::kWarning,
+                     absl::StrCat("ignoring unexpected entry ", Join(ledgers_dir, name)));
+      }
+      continue;
+    }
+    CAIRN_RETURN_IF_ERROR(RecoverLedger(Join(ledgers_dir, name), *id));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::RemoveLedgerFiles(const std::string& dir) {
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<IoQueue> queue, NewQueue());
+  CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, fs_->ListDirectory(dir));
+  // The meta file goes first: without it, a crash leaves a directory that the next Open removes.
+  if (std::find(names.begin(), names.end(), "meta") != names.end()) {
+    CAIRN_RETURN_IF_ERROR(fs_->RemoveFile(Join(dir, "meta")));
+    CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, *queue, dir));
+  }
+  for (const std::string& name : names) {
+    if (name != "meta") CAIRN_RETURN_IF_ERROR(fs_->RemoveFile(Join(dir, name)));
+  }
+  CAIRN_RETURN_IF_ERROR(fs_->RemoveDirectory(dir));
+  return SyncDirectory(*fs_, *queue, ParentDirectory(dir));
+}
+
+absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id) {
+  const std::string where = absl::StrCat("ledger ", id, " (", dir, ")");
+  CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, fs_->ListDirectory(dir));
+  if (std::find(names.begin(), names.end(), "meta") == names.end()) {
+    // A create or delete that a crash interrupted: nothing in it was ever acknowledged.
+    CAIRN_RETURN_IF_ERROR(RemoveLedgerFiles(dir));
+    ++report_.incomplete_ledgers_removed;
+    return absl::OkStatus();
+  }
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<IoQueue> queue, NewQueue());
+  CAIRN_ASSIGN_OR_RETURN(std::string meta_bytes, ReadFile(*fs_, *queue, Join(dir, "meta")));
+  absl::StatusOr<LedgerMeta> meta = DecodeLedgerMeta(meta_bytes);
+  if (!meta.ok()) return Annotate(meta.status(), where);
+  if (meta->ledger_id != id) {
+    return absl::DataLossError(absl::StrCat(where, ": meta names ledger ", meta->ledger_id));
+  }
+
+  auto ledger = std::make_shared<Ledger>();
+  ledger->id = id;
+  ledger->dir = dir;
+  ledger->state = meta->state;
+  ledger->fenced = meta->fenced;
+
+  std::vector<uint64_t> bases;
+  std::set<uint64_t> indexed;
+  for (const std::string& name : names) {
+    if (auto base = ParseHexName(name, ".seg")) bases.push_back(*base);
+    if (auto base = ParseHexName(name, ".idx")) indexed.insert(*base);
+    if (name.size() > 4 && name.substr(name.size() - 4) == ".tmp") {
+      CAIRN_RETURN_IF_ERROR(fs_->RemoveFile(Join(dir, name)));  // An unfinished atomic write.
+    }
+  }
+  std::sort(bases.begin(), bases.end());
+
+  uint64_t next_entry_id = 0;
+  int64_t max_timestamp_us = INT64_MIN;
+  for (size_t k = 0; k < bases.size(); ++k) {
+    const bool last = k + 1 == bases.size();
+    Segment segment;
+    segment.base_entry_id = bases[k];
+    segment.path = Join(dir, SegmentName(bases[k]));
+    const std::string seg_where = absl::StrCat(where, ": ", segment.path);
+    CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> file, fs_->OpenFile(segment.path, {}));
+    CAIRN_ASSIGN_OR_RETURN(uint64_t size, file->Size());
+    std::array<char, kSegmentHeaderBytes> head{};
+    CAIRN_ASSIGN_OR_RETURN(uint64_t got, ReadAt(*queue, *file, 0, std::span<char>(head)));
+    absl::StatusOr<SegmentHeader> header =
+        DecodeSegmentHeader(std::span<const char>(head.data(), got));
+    if (!header.ok()) {
+      if (last && size <= kSegmentHeaderBytes && !indexed.count(bases[k])) {
+        // Created by a roll that a crash interrupted before anything was appended to it.
+        file.reset();
+        CAIRN_RETURN_IF_ERROR(fs_->RemoveFile(segment.path));
+        CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, *queue, dir));
+        ++report_.torn_tails_truncated;
+        break;
+      }
+      return Annotate(header.status(), seg_where);
+    }
+    if (header->ledger_id != id || header->base_entry_id != bases[k]) {
+      return absl::DataLossError(absl::StrCat(seg_where, ": header names ledger ",
+                                              header->ledger_id, " entry ", header->base_entry_id));
+    }
+    if (bases[k] != next_entry_id) {
+      return absl::DataLossError(
+          absl::StrFormat("%s: entries %d..%d are missing (segment starts at %d)", seg_where,
+                          next_entry_id, bases[k] - 1, bases[k]));
+    }
+
+    uint64_t scan_from = kSegmentHeaderBytes;
+    std::vector<IndexRecord> records;
+    IndexHeader index_header;
+    bool have_index = false;
+    if (indexed.count(bases[k])) {
+      CAIRN_ASSIGN_OR_RETURN(std::string idx,
+                             ReadFile(*fs_, *queue, Join(dir, IndexName(bases[k]))));
+      absl::StatusOr<std::vector<IndexRecord>> decoded = DecodeIndex(idx, &index_header);
+      if (!decoded.ok()) return Annotate(decoded.status(), Join(dir, IndexName(bases[k])));
+      if (index_header.ledger_id != id || index_header.base_entry_id != bases[k] ||
+          index_header.covered_bytes > size) {
+        return absl::DataLossError(absl::StrFormat(
+            "%s: its index covers %d bytes of %d, or names another ledger or segment", seg_where,
+            index_header.covered_bytes, size));
+      }
+      have_index = true;
+      records = std::move(*decoded);
+      scan_from = index_header.covered_bytes;
+      next_entry_id = index_header.end_entry_id;
+      max_timestamp_us = std::max(max_timestamp_us, index_header.max_timestamp_us);
+    }
+    // Only the tail past the checkpoint is read. A sealed (non-last) segment is complete: its
+    // index covers all of it.
+    CAIRN_ASSIGN_OR_RETURN(SegmentScan scan, ScanSegment(*queue, *file, id, scan_from,
+                                                         next_entry_id, max_timestamp_us));
+    report_.bytes_scanned += scan.bytes_scanned;
+    if (scan.file_size > scan_from) ++report_.segments_scanned;
+    if (scan.valid_end < scan.file_size) {
+      if (!last) {
+        return absl::DataLossError(
+            absl::StrFormat("%s: bytes %d..%d of a sealed segment are not valid batches", seg_where,
+                            scan.valid_end, scan.file_size));
+      }
+      // A torn tail: the write that was in progress when the process stopped.
+      CAIRN_RETURN_IF_ERROR(file->Truncate(scan.valid_end));
+      CAIRN_RETURN_IF_ERROR(DataSync(*queue, *file));
+      ++report_.torn_tails_truncated;
+      report_.bytes_truncated += scan.file_size - scan.valid_end;
+    }
+    records.insert(records.end(), scan.records.begin(), scan.records.end());
+    next_entry_id = scan.end_entry_id;
+    max_timestamp_us = scan.max_timestamp_us;
+    segment.end_entry_id = next_entry_id;
+    segment.end_position = scan.valid_end;
+    segment.max_timestamp_us = max_timestamp_us;
+    if (!last && !have_index) {
+      // A roll that a crash interrupted before its index was durable: write it now.
+      IndexHeader h{
+          id, bases[k], segment.end_position, next_entry_id, max_timestamp_us, records.size()};
+      CAIRN_RETURN_IF_ERROR(
+          WriteFileAtomically(*queue, Join(dir, IndexName(bases[k])), EncodeIndex(h, records)));
+    }
+    segment.sealed =
+        !last || (have_index && scan.records.empty() && ledger->state == LedgerState::kSealed);
+    if (!segment.sealed) segment.index = std::move(records);
+    segment.file = std::move(file);
+    ledger->segments.push_back(std::move(segment));
+  }
+
+  ledger->next_entry_id = next_entry_id;
+  ledger->last_add_confirmed = next_entry_id == 0 ? kNoEntry : next_entry_id - 1;
+  if (ledger->state == LedgerState::kSealed && meta->last_entry_id != ledger->last_add_confirmed) {
+    return absl::DataLossError(
+        absl::StrFormat("%s: sealed at entry %d, but entries up to %d are stored", where,
+                        static_cast<int64_t>(meta->last_entry_id),
+                        static_cast<int64_t>(ledger->last_add_confirmed)));
+  }
+  ++report_.ledgers;
+  std::lock_guard lock(mu_);
+  highest_id_ = any_ledger_ ? std::max(highest_id_, id) : id;
+  any_ledger_ = true;
+  ledgers_[id] = std::move(ledger);
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::WriteFileAtomically(IoQueue& queue, const std::string& path,
+                                            std::string_view data) {
+  const std::string tmp = path + ".tmp";
+  {
+    OpenOptions create;
+    create.create = true;
+    CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> file, fs_->OpenFile(tmp, create));
+    CAIRN_RETURN_IF_ERROR(file->Truncate(0));
+    CAIRN_RETURN_IF_ERROR(
+        WriteAt(queue, *file, 0, std::span<const char>(data.data(), data.size())));
+    CAIRN_RETURN_IF_ERROR(DataSync(queue, *file));
+  }
+  CAIRN_RETURN_IF_ERROR(fs_->RenameFile(tmp, path));
+  return SyncDirectory(*fs_, queue, ParentDirectory(path));
+}
+
+absl::Status StoreImpl::WriteMeta(IoQueue& queue, const std::string& ledger_dir,
+                                  const LedgerMeta& meta) {
+  return WriteFileAtomically(queue, Join(ledger_dir, "meta"), EncodeLedgerMeta(meta));
+}
+
+// --- Closing -------------------------------------------------------------------------------------
+
+absl::Status StoreImpl::Close() {
+  {
+    std::lock_guard lock(mu_);
+    if (closed_ || fs_ == nullptr) return absl::OkStatus();
+    stopping_ = true;
+  }
+  work_.notify_all();
+  if (worker_.joinable()) worker_.join();
+
+  absl::Status status;
+  bool failed;
+  std::vector<std::shared_ptr<Ledger>> ledgers;
+  {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+    failed = !fail_stop_.ok();
+    for (auto& [id, ledger] : ledgers_) ledgers.push_back(ledger);
+  }
+  if (!failed && worker_queue_ != nullptr) {
+    // Checkpoint every open segment, so that the next Open reads no tail at all.
+    for (const auto& ledger : ledgers) {
+      std::lock_guard lock(ledger->mu);
+      if (ledger->segments.empty() || ledger->segments.back().sealed) continue;
+      const Segment& segment = ledger->segments.back();
+      if (options_.durability == Durability::kAsync) {
+        status.Update(DataSync(*worker_queue_, *segment.file));
+      }
+      if (status.ok()) status.Update(WriteSegmentIndex(*worker_queue_, segment, ledger->id));
+    }
+    if (status.ok()) {
+      for (const std::string& dir : options_.data_dirs) {
+        status.Update(WriteFileAtomically(*worker_queue_, Join(dir, "CLEAN"), ""));
+      }
+    }
+  }
+  ledgers_.clear();
+  worker_queue_.reset();
+  locks_.clear();
+  return status;
+}
+
+// --- Ledger metadata
+// -------------------------------------------------------------------------------
+
+absl::StatusOr<std::shared_ptr<Ledger>> StoreImpl::FindLedger(uint64_t id) {
+  std::lock_guard lock(mu_);
+  if (closed_) return absl::FailedPreconditionError("the store is closed");
+  auto it = ledgers_.find(id);
+  if (it == ledgers_.end()) return absl::NotFoundError(absl::StrCat("no ledger ", id));
+  return it->second;
+}
+
+absl::StatusOr<uint64_t> StoreImpl::CreateLedger(std::optional<uint64_t> requested) {
+  uint64_t id;
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return absl::FailedPreconditionError("the store is closed");
+    if (!fail_stop_.ok()) return fail_stop_;
+    if (requested.has_value()) {
+      id = *requested;
+      if (ledgers_.count(id))
+        return absl::AlreadyExistsError(absl::StrCat("ledger ", id, " exists"));
+    } else {
+      if (any_ledger_ && highest_id_ == UINT64_MAX) {
+        return absl::ResourceExhaustedError("no ledger id left above the highest one in use");
+      }
+      id = any_ledger_ ? highest_id_ + 1 : 1;
+    }
+    // Reserve the id while the files are made (without holding the store lock over I/O).
+    auto ledger = std::make_shared<Ledger>();
+    ledger->id = id;
+    ledger->dir = LedgerDir(id);
+    ledger->deleted = true;  // Not usable until created.
+    ledgers_[id] = ledger;
+    highest_id_ = any_ledger_ ? std::max(highest_id_, id) : id;
+    any_ledger_ = true;
+  }
+  const std::string dir = LedgerDir(id);
+  absl::Status status = [&]() -> absl::Status {
+    CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<IoQueue> queue, NewQueue());
+    CAIRN_RETURN_IF_ERROR(fs_->CreateDirectory(dir));
+    CAIRN_RETURN_IF_ERROR(
+        WriteMeta(*queue, dir, LedgerMeta{id, LedgerState::kOpen, false, kNoEntry}));
+    return SyncDirectory(*fs_, *queue, ParentDirectory(dir));
+  }();
+  std::lock_guard lock(mu_);
+  if (!status.ok()) {
+    ledgers_.erase(id);
+    return Annotate(status, absl::StrCat("creating ledger ", id));
+  }
+  std::lock_guard ledger_lock(ledgers_[id]->mu);
+  ledgers_[id]->deleted = false;
+  return id;
+}
+
+std::vector<uint64_t> StoreImpl::ListLedgers() {
+  std::lock_guard lock(mu_);
+  std::vector<uint64_t> ids;
+  for (const auto& [id, ledger] : ledgers_) {
+    std::lock_guard ledger_lock(ledger->mu);
+    if (!ledger->deleted) ids.push_back(id);
+  }
+  return ids;
+}
+
+absl::StatusOr<LedgerInfo> StoreImpl::GetLedgerInfo(uint64_t id) {
+  CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<Ledger> ledger, FindLedger(id));
+  std::lock_guard lock(ledger->mu);
+  if (ledger->deleted) return absl::NotFoundError(absl::StrCat("no ledger ", id));
+  LedgerInfo info;
+  info.id = id;
+  info.state = ledger->state;
+  info.fenced = ledger->fenced;
+  info.last_add_confirmed = ledger->last_add_confirmed;
+  info.size_bytes = ledger->size_bytes();
+  info.segment_count = static_cast<uint32_t>(ledger->segments.size());
+  return info;
+}
+
+absl::Status StoreImpl::DeleteLedger(uint64_t id) {
+  std::shared_ptr<Ledger> ledger;
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return absl::FailedPreconditionError("the store is closed");
+    if (!fail_stop_.ok()) return fail_stop_;
+    auto it = ledgers_.find(id);
+    if (it == ledgers_.end()) return absl::NotFoundError(absl::StrCat("no ledger ", id));
+    ledger = it->second;
+    std::lock_guard ledger_lock(ledger->mu);
+    if (ledger->deleted) return absl::NotFoundError(absl::StrCat("no ledger ", id));
+    if (ledger->has_writer || ledger->readers > 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("ledger ", id, " is open for writing or reading"));
+    }
+    ledger->deleted = true;
+    ledgers_.erase(it);
+    ledger->changed.notify_all();
+  }
+  std::vector<std::string> index_paths;
+  {
+    std::lock_guard lock(ledger->mu);
+    for (Segment& s : ledger->segments) {
+      index_paths.push_back(IndexPathOf(s));
+      s.file.reset();
+    }
+  }
+  for (const std::string& p : index_paths) index_cache_.Erase(p);
+  return Annotate(RemoveLedgerFiles(ledger->dir), absl::StrCat("deleting ledger ", id));
+}
+
+absl::StatusOr<uint64_t> StoreImpl::Fence(uint64_t id) {
+  CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<Ledger> ledger, FindLedger(id));
+  std::lock_guard meta_lock(ledger->meta_mu);
+  LedgerMeta meta{id, LedgerState::kOpen, true, kNoEntry};
+  uint64_t lac;
+  {
+    std::lock_guard lock(ledger->mu);
+    if (ledger->deleted) return absl::NotFoundError(absl::StrCat("no ledger ", id));
+    // From here on the worker acknowledges nothing more for this ledger.
+    ledger->fenced = true;
+    lac = ledger->last_add_confirmed;
+    meta.state = ledger->state;
+    if (ledger->state == LedgerState::kSealed) meta.last_entry_id = lac;
+    ledger->changed.notify_all();
+  }
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<IoQueue> queue, NewQueue());
+  CAIRN_RETURN_IF_ERROR(
+      Annotate(WriteMeta(*queue, ledger->dir, meta), absl::StrCat("fencing ledger ", id)));
+  return lac;
+}
+
+absl::StatusOr<uint64_t> StoreImpl::SealLedger(const std::shared_ptr<Ledger>& ledger) {
+  std::lock_guard meta_lock(ledger->meta_mu);
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<IoQueue> queue, NewQueue());
+  uint64_t last;
+  {
+    std::lock_guard lock(ledger->mu);
+    if (ledger->deleted) return absl::NotFoundError(absl::StrCat("no ledger ", ledger->id));
+    if (ledger->state == LedgerState::kSealed) return ledger->last_add_confirmed;
+    if (ledger->fenced) {
+      return absl::FailedPreconditionError(absl::StrCat("ledger ", ledger->id, " is fenced"));
+    }
+    {
+      std::lock_guard store_lock(mu_);
+      if (!fail_stop_.ok()) return fail_stop_;
+    }
+    last = ledger->last_add_confirmed;
+    // The writer has nothing in flight, so the worker does not touch this ledger now: finish
+    // the open segment (its index, final) before the meta that says the ledger is sealed.
+    if (!ledger->segments.empty() && !ledger->segments.back().sealed) {
+      Segment& segment = ledger->segments.back();
+      if (options_.durability == Durability::kAsync) {
+        CAIRN_RETURN_IF_ERROR(DataSync(*queue, *segment.file));
+      }
+      CAIRN_RETURN_IF_ERROR(WriteSegmentIndex(*queue, segment, ledger->id));
+    }
+  }
+  CAIRN_RETURN_IF_ERROR(Annotate(
+      WriteMeta(*queue, ledger->dir, LedgerMeta{ledger->id, LedgerState::kSealed, false, last}),
+      absl::StrCat("sealing ledger ", ledger->id)));
+  std::lock_guard lock(ledger->mu);
+  ledger->state = LedgerState::kSealed;
+  if (!ledger->segments.empty() && !ledger->segments.back().sealed) {
+    Segment& segment = ledger->segments.back();
+    index_cache_.Put(IndexPathOf(segment),
+                     std::make_shared<const std::vector<IndexRecord>>(std::move(segment.index)));
+    segment.index.clear();
+    segment.sealed = true;
+  }
+  ledger->changed.notify_all();
+  return last;
+}
+
+absl::StatusOr<std::unique_ptr<LedgerWriter>> StoreImpl::OpenWriter(uint64_t id) {
+  CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<Ledger> ledger, FindLedger(id));
+  {
+    std::lock_guard store_lock(mu_);
+    if (!fail_stop_.ok()) return fail_stop_;
+  }
+  std::lock_guard lock(ledger->mu);
+  if (ledger->deleted) return absl::NotFoundError(absl::StrCat("no ledger ", id));
+  if (ledger->state == LedgerState::kSealed) {
+    return absl::FailedPreconditionError(absl::StrCat("ledger ", id, " is sealed"));
+  }
+  if (ledger->fenced)
+    return absl::FailedPreconditionError(absl::StrCat("ledger ", id, " is fenced"));
+  if (ledger->has_writer) {
+    return absl::FailedPreconditionError(absl::StrCat("ledger ", id, " already has a writer"));
+  }
+  ledger->has_writer = true;
+  return NewLedgerWriter(this, ledger);
+}
+
+absl::StatusOr<std::unique_ptr<LedgerReader>> StoreImpl::OpenReader(uint64_t id) {
+  CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<Ledger> ledger, FindLedger(id));
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<IoQueue> queue, NewQueue());
+  std::lock_guard lock(ledger->mu);
+  if (ledger->deleted) return absl::NotFoundError(absl::StrCat("no ledger ", id));
+  ++ledger->readers;
+  return NewLedgerReader(this, ledger, std::move(queue));
+}
+
+void StoreImpl::ReleaseWriter(const std::shared_ptr<Ledger>& ledger) {
+  std::lock_guard lock(ledger->mu);
+  ledger->has_writer = false;
+}
+
+void StoreImpl::ReleaseReader(const std::shared_ptr<Ledger>& ledger) {
+  std::lock_guard lock(ledger->mu);
+  --ledger->readers;
+}
+
+bool StoreImpl::read_only() const {
+  std::lock_guard lock(mu_);
+  return !fail_stop_.ok();
+}
+
+void StoreImpl::FailStop(const absl::Status& cause) {
+  {
+    std::lock_guard lock(mu_);
+    if (!fail_stop_.ok()) return;
+    fail_stop_ = absl::UnavailableError(
+        absl::StrCat("the store is read-only after an I/O failure (", cause.ToString(), ")"));
+  }
+  if (options_.log) options_.log(LogLevel::kError, absl::StrCat("store: ", cause.ToString()));
+}
+
+absl::StatusOr<IndexCache::Index> StoreImpl::SealedIndex(IoQueue& queue, const Segment& segment,
+                                                         uint64_t ledger_id) {
+  const std::string path = IndexPathOf(segment);
+  if (IndexCache::Index index = index_cache_.Get(path)) return index;
+  CAIRN_ASSIGN_OR_RETURN(std::string bytes, ReadFile(*fs_, queue, path));
+  IndexHeader header;
+  absl::StatusOr<std::vector<IndexRecord>> records = DecodeIndex(bytes, &header);
+  if (!records.ok()) return Annotate(records.status(), path);
+  if (header.ledger_id != ledger_id || header.base_entry_id != segment.base_entry_id ||
+      header.end_entry_id != segment.end_entry_id) {
+    return absl::DataLossError(absl::StrCat(path, ": does not match its segment"));
+  }
+  auto index = std::make_shared<const std::vector<IndexRecord>>(std::move(*records));
+  index_cache_.Put(path, index);
+  return index;
+}
+
+// --- Segments ------------------------------------------------------------------------------------
+
+absl::Status StoreImpl::WriteSegmentIndex(IoQueue& queue, const Segment& segment,
+                                          uint64_t ledger_id) {
+  IndexHeader header{ledger_id,
+                     segment.base_entry_id,
+                     segment.end_position,
+                     segment.end_entry_id,
+                     segment.max_timestamp_us,
+                     segment.index.size()};
+  return WriteFileAtomically(queue, IndexPathOf(segment), EncodeIndex(header, segment.index));
+}
+
+absl::Status StoreImpl::CreateSegment(IoQueue& queue, Ledger& ledger, uint64_t base_entry_id) {
+  Segment segment;
+  segment.base_entry_id = base_entry_id;
+  segment.end_entry_id = base_entry_id;
+  segment.path = Join(ledger.dir, SegmentName(base_entry_id));
+  segment.max_timestamp_us =
+      ledger.segments.empty() ? INT64_MIN : ledger.segments.back().max_timestamp_us;
+  OpenOptions create;
+  create.create = true;
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> file, fs_->OpenFile(segment.path, create));
+  // A leftover from an interrupted roll holds nothing acknowledged: start it afresh.
+  CAIRN_RETURN_IF_ERROR(file->Truncate(0));
+  const std::string header = EncodeSegmentHeader(SegmentHeader{ledger.id, base_entry_id});
+  CAIRN_RETURN_IF_ERROR(WriteAt(queue, *file, 0, header));
+  CAIRN_RETURN_IF_ERROR(DataSync(queue, *file));
+  // The new file's name must survive a crash before anything in it is acknowledged.
+  CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, queue, ledger.dir));
+  segment.file = std::move(file);
+  std::lock_guard lock(ledger.mu);
+  ledger.segments.push_back(std::move(segment));
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::RollSegment(Ledger& ledger, uint64_t base_entry_id) {
+  IoQueue& queue = *worker_queue_;
+  Segment* open = nullptr;
+  {
+    std::lock_guard lock(ledger.mu);
+    if (!ledger.segments.empty() && !ledger.segments.back().sealed) open = &ledger.segments.back();
+  }
+  if (open != nullptr) {
+    // Only the worker changes segments, so `open` stays put while it works.
+    if (options_.durability == Durability::kAsync)
+      CAIRN_RETURN_IF_ERROR(DataSync(queue, *open->file));
+    CAIRN_RETURN_IF_ERROR(WriteSegmentIndex(queue, *open, ledger.id));
+    std::lock_guard lock(ledger.mu);
+    index_cache_.Put(IndexPathOf(*open),
+                     std::make_shared<const std::vector<IndexRecord>>(std::move(open->index)));
+    open->index.clear();
+    open->sealed = true;
+  }
+  return CreateSegment(queue, ledger, base_entry_id);
+}
+
+// --- The worker: group commit -------------------------------------------------------------------
+
+void StoreImpl::Enqueue(PendingAppend append) {
+  std::unique_lock lock(mu_);
+  if (stopping_ || closed_) {
+    lock.unlock();
+    CompleteAppend(append, absl::FailedPreconditionError("the store is closed"));
+    return;
+  }
+  const uint64_t bytes = append.bytes.size();
+  space_.wait(lock, [&] {
+    return in_flight_bytes_ == 0 || in_flight_bytes_ + bytes <= options_.max_in_flight_bytes;
+  });
+  in_flight_bytes_ += bytes;
+  queue_.push_back(std::move(append));
+  lock.unlock();
+  work_.notify_one();
+}
+
+void StoreImpl::WorkerLoop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    work_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) break;  // Stopping, and everything is done.
+    if (options_.group_commit_max_delay_us > 0 && !stopping_) {
+      // Give more appenders a chance to join this group.
+      auto queued = [&] {
+        uint64_t bytes = 0;
+        for (const PendingAppend& a : queue_) bytes += a.bytes.size();
+        return bytes;
+      };
+      work_.wait_for(lock, std::chrono::microseconds(options_.group_commit_max_delay_us),
+                     [&] { return stopping_ || queued() >= options_.group_commit_max_bytes; });
+    }
+    std::vector<PendingAppend> group;
+    uint64_t bytes = 0;
+    while (!queue_.empty() && (group.empty() || bytes + queue_.front().bytes.size() <=
+                                                    options_.group_commit_max_bytes)) {
+      bytes += queue_.front().bytes.size();
+      group.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    lock.unlock();
+    ProcessGroup(group);
+    lock.lock();
+    in_flight_bytes_ -= bytes;
+    space_.notify_all();
+  }
+}
+
+namespace {
+
+// One ledger's share of a round: its batches, coalesced into one write.
+struct Part {
+  Ledger* ledger = nullptr;
+  std::shared_ptr<File> file;
+  size_t segment_index = 0;
+  uint64_t position = 0;
+  std::vector<char> buffer;
+  std::vector<size_t> appends;  // Indexes into the group.
+  absl::Status status;
+};
+
+}  // namespace
+
+void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
+  std::vector<absl::Status> results(group.size());
+  // Ledgers whose appends failed in this group: their later appends fail too (dense ids).
+  std::map<Ledger*, absl::Status> failed_ledgers;
+  size_t begin = 0;
+  while (begin < group.size()) {
+    // Plan a round: appends from `begin` until one needs a new segment.
+    std::vector<Part> parts;
+    std::map<Ledger*, size_t> part_of;
+    size_t end = begin;
+    Ledger* roll = nullptr;
+    absl::Status stopped;
+    {
+      std::lock_guard lock(mu_);
+      stopped = fail_stop_;
+    }
+    for (; end < group.size(); ++end) {
+      PendingAppend& a = group[end];
+      if (!a.error.ok()) {
+        results[end] = a.error;
+        continue;
+      }
+      if (!stopped.ok()) {
+        results[end] = stopped;
+        continue;
+      }
+      Ledger& ledger = *a.ledger;
+      if (auto f = failed_ledgers.find(&ledger); f != failed_ledgers.end()) {
+        results[end] = f->second;
+        continue;
+      }
+      std::lock_guard lock(ledger.mu);
+      if (ledger.deleted) {
+        results[end] = absl::NotFoundError(absl::StrCat("ledger ", ledger.id, " was deleted"));
+        continue;
+      }
+      if (ledger.fenced || ledger.state == LedgerState::kSealed) {
+        results[end] = absl::FailedPreconditionError(
+            absl::StrCat("ledger ", ledger.id, ledger.fenced ? " is fenced" : " is sealed"));
+        continue;
+      }
+      if (a.epoch != ledger.epoch) {
+        results[end] = absl::AbortedError(absl::StrCat("an earlier append to ledger ", ledger.id,
+                                                       " failed, so this one was not written"));
+        continue;
+      }
+      auto found = part_of.find(&ledger);
+      const bool need_segment = ledger.segments.empty() || ledger.segments.back().sealed;
+      uint64_t tail;
+      if (found == part_of.end()) {
+        tail = need_segment ? kSegmentHeaderBytes : ledger.segments.back().end_position;
+      } else {
+        const Part& p = parts[found->second];
+        tail = p.position + p.buffer.size();
+      }
+      if (need_segment ||
+          (tail > kSegmentHeaderBytes && tail + a.bytes.size() > options_.segment_bytes)) {
+        roll = &ledger;
+        break;
+      }
+      if (found == part_of.end()) {
+        if (parts.size() == kMaxLedgersPerRound) break;
+        Part p;
+        p.ledger = &ledger;
+        p.segment_index = ledger.segments.size() - 1;
+        p.file = ledger.segments.back().file;
+        p.position = tail;
+        found = part_of.emplace(&ledger, parts.size()).first;
+        parts.push_back(std::move(p));
+      }
+      Part& p = parts[found->second];
+      p.buffer.insert(p.buffer.end(), a.bytes.begin(), a.bytes.end());
+      p.appends.push_back(end);
+    }
+
+    // Write every part, then sync every written segment: one round of syncs for all.
+    IoQueue& queue = *worker_queue_;
+    auto run = [&](auto make_request) {
+      size_t enqueued = 0;
+      for (size_t i = 0; i < parts.size(); ++i) {
+        if (!parts[i].status.ok()) continue;
+        absl::Status s = queue.Enqueue(make_request(parts[i], i));
+        if (!s.ok()) {
+          parts[i].status = s;
+          continue;
+        }
+        ++enqueued;
+      }
+      absl::Status s = queue.Submit();
+      std::array<IoCompletion, 64> done;
+      while (queue.in_flight() > 0) {
+        absl::StatusOr<size_t> n = queue.Reap(done, 1);
+        if (!n.ok()) {
+          // The queue itself broke: nothing can be trusted any more.
+          FailStop(n.status());
+          for (Part& p : parts) p.status.Update(n.status());
+          return;
+        }
+        for (size_t k = 0; k < *n; ++k) parts[done[k].tag].status.Update(done[k].status);
+      }
+      if (!s.ok()) {
+        for (Part& p : parts) p.status.Update(s);
+      }
+      (void)enqueued;
+    };
+    run([](Part& p, size_t i) { return IoRequest::Write(p.file.get(), p.position, p.buffer, i); });
+    // A failed write is not synced; its ledger fails below.
+    std::vector<bool> written(parts.size());
+    for (size_t i = 0; i < parts.size(); ++i) written[i] = parts[i].status.ok();
+    if (options_.durability == Durability::kSync) {
+      run([](Part& p, size_t i) { return IoRequest::DataSync(p.file.get(), i); });
+    }
+
+    // Publish what is durable; fail the rest.
+    for (size_t i = 0; i < parts.size(); ++i) {
+      Part& p = parts[i];
+      Ledger& ledger = *p.ledger;
+      absl::Status status = p.status;
+      if (!status.ok()) {
+        if (written[i] || !absl::IsResourceExhausted(status)) {
+          // A failed sync, or a write error other than a full disk: what reached the disk is
+          // unknown. Never acknowledge anything again (fail-stop).
+          FailStop(status);
+        }
+        // Cut back whatever part of the write landed, so the file ends at acknowledged data.
+        p.file->Truncate(p.position).IgnoreError();  // Best effort; recovery handles the rest.
+        std::lock_guard lock(ledger.mu);
+        ++ledger.epoch;
+        ledger.next_entry_id = ledger.segments.back().end_entry_id;
+        failed_ledgers[&ledger] = status;
+        for (size_t a : p.appends) results[a] = status;
+        continue;
+      }
+      std::lock_guard lock(ledger.mu);
+      if (ledger.fenced || ledger.deleted) {
+        // Fenced while being written: durable, but never acknowledged.
+        for (size_t a : p.appends) {
+          results[a] =
+              absl::FailedPreconditionError(absl::StrCat("ledger ", ledger.id, " is fenced"));
+        }
+        continue;
+      }
+      Segment& segment = ledger.segments[p.segment_index];
+      uint64_t position = p.position;
+      for (size_t a : p.appends) {
+        const PendingAppend& append = group[a];
+        segment.max_timestamp_us = std::max(segment.max_timestamp_us, append.max_timestamp_us);
+        segment.index.push_back(IndexRecord{append.first_entry_id, position,
+                                            static_cast<uint32_t>(append.bytes.size()),
+                                            append.entry_count, segment.max_timestamp_us});
+        position += append.bytes.size();
+        segment.end_entry_id = append.first_entry_id + append.entry_count;
+        results[a] = absl::OkStatus();
+      }
+      segment.end_position = position;
+      ledger.last_add_confirmed = segment.end_entry_id - 1;
+      ledger.changed.notify_all();
+    }
+
+    // Callbacks for this round, in append order.
+    for (size_t i = begin; i < end; ++i) {
+      PendingAppend& a = group[i];
+      absl::StatusOr<AppendResult> result;
+      if (results[i].ok()) {
+        result = AppendResult{a.first_entry_id, a.first_entry_id + a.entry_count - 1};
+      } else {
+        result = results[i];
+      }
+      CompleteAppend(a, std::move(result));
+    }
+    begin = end;
+
+    if (roll != nullptr) {
+      uint64_t base;
+      {
+        std::lock_guard lock(roll->mu);
+        base = roll->segments.empty() ? 0 : roll->segments.back().end_entry_id;
+      }
+      absl::Status rolled = RollSegment(*roll, base);
+      if (!rolled.ok()) {
+        if (!absl::IsResourceExhausted(rolled)) FailStop(rolled);
+        std::lock_guard lock(roll->mu);
+        ++roll->epoch;
+        roll->next_entry_id = base;
+        failed_ledgers[roll] = Annotate(rolled, absl::StrCat("ledger ", roll->id, ": new segment"));
+      }
+    }
+  }
+}
+
+}  // namespace internal
+}  // namespace cairn

@@ -1,0 +1,180 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// The ledger store's internals, shared by store.cc (open, recovery, metadata, the I/O worker)
+// and ledger_io.cc (writers and readers).
+//
+// Threads: callers (writers, readers, admin calls) and one I/O worker per store. The worker owns
+// the write path: it takes groups of appends off a queue, writes each ledger's share as one
+// write, syncs every touched segment in one round (group commit), then publishes the new
+// last-add-confirmed ids and runs the callbacks in order.
+//
+// Locks, always taken in this order: Store::mu_ (ledger map, queue) before Ledger::mu (state
+// of one ledger). Ledger::meta_mu serialises writes of one ledger's meta file. No lock is held
+// while calling back into user code.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cairn/store.h"
+#include "src/ledger/disk_format.h"
+
+namespace cairn::internal {
+
+// One segment file of a ledger.
+struct Segment {
+  uint64_t base_entry_id = 0;
+  uint64_t end_entry_id = 0;                    // One past its last entry.
+  uint64_t end_position = kSegmentHeaderBytes;  // Bytes holding acknowledged batches.
+  int64_t max_timestamp_us = INT64_MIN;         // Running maximum through its last batch.
+  std::string path;
+  // Shared with readers, so a segment can be read while the ledger moves on.
+  std::shared_ptr<File> file;
+  // The open (last) segment's index lives here. A sealed segment's index is on disk and in the
+  // store's index cache.
+  bool sealed = false;
+  std::vector<IndexRecord> index;
+};
+
+// A ledger's state. Guarded by `mu` except where noted.
+struct Ledger {
+  uint64_t id = 0;
+  std::string dir;
+  std::mutex mu;
+  std::condition_variable changed;  // LAC moved, or the ledger was sealed, fenced or deleted.
+  std::mutex meta_mu;               // Held while writing `dir`/meta.
+
+  LedgerState state = LedgerState::kOpen;
+  bool fenced = false;
+  bool deleted = false;
+  uint64_t last_add_confirmed = kNoEntry;
+  uint64_t next_entry_id = 0;  // Next id a writer hands out.
+  // Bumped when queued appends lose their ids (after a failed write); appends carry the epoch
+  // they were numbered in, and stale ones fail instead of leaving a gap.
+  uint64_t epoch = 0;
+  bool has_writer = false;
+  int readers = 0;
+  std::vector<Segment> segments;  // Ascending; the last one is open unless sealed.
+
+  uint64_t size_bytes() const;
+};
+
+class WriterImpl;
+
+// An append on its way through the worker.
+struct PendingAppend {
+  std::shared_ptr<Ledger> ledger;
+  WriterImpl* writer = nullptr;
+  std::vector<char> bytes;  // The stamped batch.
+  uint64_t first_entry_id = 0;
+  uint32_t entry_count = 0;
+  int64_t max_timestamp_us = 0;
+  uint64_t epoch = 0;
+  absl::Status error;  // Set: fail it, in order, without writing.
+  AppendCallback done;
+};
+
+// Sealed segments' indexes, loaded on demand, least recently used evicted first.
+class IndexCache {
+ public:
+  explicit IndexCache(uint64_t capacity_bytes) : capacity_bytes_(capacity_bytes) {}
+  using Index = std::shared_ptr<const std::vector<IndexRecord>>;
+  Index Get(const std::string& path);
+  void Put(const std::string& path, Index index);
+  void Erase(const std::string& path);
+  uint64_t bytes() const;
+
+ private:
+  mutable std::mutex mu_;
+  const uint64_t capacity_bytes_;
+  uint64_t bytes_ = 0;
+  std::list<std::pair<std::string, Index>> lru_;  // Front: most recent.
+  std::map<std::string, std::list<std::pair<std::string, Index>>::iterator> by_path_;
+};
+
+class StoreImpl final : public Store {
+ public:
+  explicit StoreImpl(const StoreOptions& options);
+  ~StoreImpl() override;
+
+  absl::Status OpenStore();
+
+  // --- Store ---
+  absl::Status Close() override;
+  absl::StatusOr<uint64_t> CreateLedger(std::optional<uint64_t> id) override;
+  std::vector<uint64_t> ListLedgers() override;
+  absl::StatusOr<LedgerInfo> GetLedgerInfo(uint64_t id) override;
+  absl::Status DeleteLedger(uint64_t id) override;
+  absl::StatusOr<std::unique_ptr<LedgerWriter>> OpenWriter(uint64_t id) override;
+  absl::StatusOr<std::unique_ptr<LedgerReader>> OpenReader(uint64_t id) override;
+  absl::StatusOr<uint64_t> Fence(uint64_t id) override;
+  bool read_only() const override;
+  const RecoveryReport& recovery_report() const override { return report_; }
+
+  // --- For writers and readers ---
+  // Queues an append (waiting while too many bytes are in flight).
+  void Enqueue(PendingAppend append);
+  // Seals `ledger` at its last-add-confirmed entry. The caller has no appends in flight.
+  absl::StatusOr<uint64_t> SealLedger(const std::shared_ptr<Ledger>& ledger);
+  void ReleaseWriter(const std::shared_ptr<Ledger>& ledger);
+  void ReleaseReader(const std::shared_ptr<Ledger>& ledger);
+  // The index of a sealed segment, from the cache or the disk.
+  absl::StatusOr<IndexCache::Index> SealedIndex(IoQueue& queue, const Segment& segment,
+                                                uint64_t ledger_id);
+  FileSystem& fs() { return *fs_; }
+  const StoreOptions& options() const { return options_; }
+
+ private:
+  absl::StatusOr<std::shared_ptr<Ledger>> FindLedger(uint64_t id);
+  std::string LedgerDir(uint64_t id) const;
+  absl::Status OpenDataDir(const std::string& dir);
+  absl::Status RecoverLedger(const std::string& dir, uint64_t id);
+  absl::Status RemoveLedgerFiles(const std::string& dir);
+  // Writes `meta` to `ledger_dir`/meta atomically and durably.
+  absl::Status WriteMeta(IoQueue& queue, const std::string& ledger_dir, const LedgerMeta& meta);
+  // Writes a file atomically (temporary file, sync, rename, directory sync).
+  absl::Status WriteFileAtomically(IoQueue& queue, const std::string& path, std::string_view data);
+  absl::StatusOr<std::unique_ptr<IoQueue>> NewQueue();
+
+  // The worker.
+  void WorkerLoop();
+  void ProcessGroup(std::vector<PendingAppend>& group);
+  // Finishes the open segment (index written) and starts a new one at `base_entry_id`.
+  absl::Status RollSegment(Ledger& ledger, uint64_t base_entry_id);
+  absl::Status WriteSegmentIndex(IoQueue& queue, const Segment& segment, uint64_t ledger_id);
+  absl::Status CreateSegment(IoQueue& queue, Ledger& ledger, uint64_t base_entry_id);
+  void FailStop(const absl::Status& cause);
+
+  const StoreOptions options_;
+  std::unique_ptr<FileSystem> owned_fs_;
+  FileSystem* fs_ = nullptr;
+  std::vector<std::unique_ptr<FileLock>> locks_;
+  RecoveryReport report_;
+  IndexCache index_cache_;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_;   // The worker waits here for appends.
+  std::condition_variable space_;  // Appenders wait here for in-flight bytes to drop.
+  std::map<uint64_t, std::shared_ptr<Ledger>> ledgers_;
+  uint64_t highest_id_ = 0;
+  bool any_ledger_ = false;
+  std::deque<PendingAppend> queue_;
+  uint64_t in_flight_bytes_ = 0;
+  bool stopping_ = false;
+  bool closed_ = false;
+  absl::Status fail_stop_;  // Not OK once read-only.
+
+  // Owned by the worker thread.
+  std::unique_ptr<IoQueue> worker_queue_;
+  std::thread worker_;
+};
+
+}  // namespace cairn::internal
