@@ -118,7 +118,8 @@ class Store {
   virtual absl::Status Close() = 0;
 
   // Creates an empty, open ledger with the given id, or with a store-assigned one (one above the
-  // highest id ever seen). kAlreadyExists if the id is taken. Durable when it returns.
+  // highest id ever created in this store, so a deleted ledger's id is never assigned again).
+  // kAlreadyExists if the id is taken. Durable when it returns.
   virtual absl::StatusOr<uint64_t> CreateLedger(std::optional<uint64_t> id = std::nullopt) = 0;
   // Ids of all ledgers, ascending.
   virtual std::vector<uint64_t> ListLedgers() = 0;

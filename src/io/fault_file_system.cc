@@ -337,7 +337,10 @@ class FaultQueue final : public IoQueue {
   }
 
   absl::Status Submit() override {
-    if (epoch_ != fs_->epoch()) return Aborted("I/O submit");
+    // Under the file system's lock, so that a crash happens before or after a submission,
+    // never during it: requests from before a crash never reach the disk after it.
+    std::lock_guard lock(fs_->mu_);
+    if (epoch_ != fs_->epoch_) return Aborted("I/O submit");
     return base_->Submit();
   }
 
@@ -361,6 +364,11 @@ class FaultQueue final : public IoQueue {
         pending_.erase(it);
         out[i].tag = pending.tag;
         std::lock_guard lock(fs_->mu_);
+        if (epoch_ != fs_->epoch_) {
+          // A crashed process never learns how its requests ended.
+          out[i].status = Aborted("I/O completion");
+          continue;
+        }
         fs_->Complete(out[i], pending.change, pending.sync);
       }
       n += got;
@@ -409,6 +417,11 @@ absl::StatusOr<std::unique_ptr<IoQueue>> FaultFileSystem::NewQueue(const IoQueue
 std::optional<IoCompletion> FaultFileSystem::Admit(const FaultFile& file, const IoRequest& r,
                                                    PendingSync* sync, uint64_t* change_sequence) {
   IoCompletion failed;
+  if (file.epoch() != epoch_) {
+    // The file is from before a crash that happened since the caller checked.
+    failed.status = Aborted("I/O request");
+    return failed;
+  }
   switch (r.op) {
     case IoOp::kRead:
       ++stats_.reads;

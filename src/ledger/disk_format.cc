@@ -16,6 +16,7 @@ constexpr uint32_t kSegmentMagic = 0x534e5243;  // "CRNS"
 constexpr uint32_t kIndexMagic = 0x494e5243;    // "CRNI"
 constexpr uint32_t kMetaMagic = 0x4c4e5243;     // "CRNL"
 constexpr uint32_t kStoreMagic = 0x544e5243;    // "CRNT"
+constexpr uint32_t kIdsMagic = 0x484e5243;      // "CRNH"
 constexpr uint32_t kVersion = 1;
 constexpr size_t kChecksumOffset = 56;
 
@@ -204,6 +205,20 @@ absl::StatusOr<LedgerMeta> DecodeLedgerMeta(std::span<const char> bytes) {
   meta.fenced = bytes[17] == 1;
   meta.last_entry_id = DecodeFixed64(bytes.data() + 24);
   return meta;
+}
+
+std::string EncodeIdsFile(uint64_t highest_id) {
+  std::string out(kStoreFileBytes, '\0');
+  EncodeFixed32(out.data(), kIdsMagic);
+  EncodeFixed32(out.data() + 4, kVersion);
+  EncodeFixed64(out.data() + 8, highest_id);
+  Seal64(out);
+  return out;
+}
+
+absl::StatusOr<uint64_t> DecodeIdsFile(std::span<const char> bytes) {
+  if (absl::Status s = Check64(bytes, kIdsMagic, "IDS file"); !s.ok()) return s;
+  return DecodeFixed64(bytes.data() + 8);
 }
 
 std::string EncodeStoreFile() {

@@ -8,6 +8,7 @@
 //   <dir>/LOCK                        flock()ed while a Store has the directory open
 //   <dir>/STORE                       identity: a FileHeader with kind kStoreFile, nothing else
 //   <dir>/CLEAN                       present only between a clean Close() and the next Open()
+//   <dir>/IDS                         (first data dir only) the highest ledger id ever created
 //   <dir>/ledgers/<id>/meta           the ledger's metadata record (LedgerMeta), replaced
 //   atomically <dir>/ledgers/<id>/<base>.seg     a segment: SegmentHeader, then batches back to
 //   back <dir>/ledgers/<id>/<base>.idx     the batch index of that segment (IndexHeader + records)
@@ -103,6 +104,12 @@ absl::StatusOr<std::vector<IndexRecord>> DecodeIndex(std::span<const char> bytes
 
 std::string EncodeLedgerMeta(const LedgerMeta& meta);
 absl::StatusOr<LedgerMeta> DecodeLedgerMeta(std::span<const char> bytes);
+
+// <first data dir>/IDS: the highest ledger id ever created, so that assigned ids are never
+// reused, even for ledgers deleted before a restart. Same 64-byte record shape: 'CRNH', version,
+// u64 highest id at 8, checksum at 56.
+std::string EncodeIdsFile(uint64_t highest_id);
+absl::StatusOr<uint64_t> DecodeIdsFile(std::span<const char> bytes);
 
 std::string EncodeStoreFile();
 absl::Status CheckStoreFile(std::span<const char> bytes);

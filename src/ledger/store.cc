@@ -145,6 +145,19 @@ absl::Status StoreImpl::OpenStore() {
   report_.clean_shutdown = true;
   for (const std::string& dir : options_.data_dirs) CAIRN_RETURN_IF_ERROR(OpenDataDir(dir));
   report_.ledgers = ledgers_.size();
+  {
+    CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<IoQueue> queue, NewQueue());
+    const std::string ids = Join(options_.data_dirs[0], "IDS");
+    CAIRN_ASSIGN_OR_RETURN(bool has_ids, fs_->Exists(ids));
+    if (has_ids) {
+      CAIRN_ASSIGN_OR_RETURN(std::string bytes, ReadFile(*fs_, *queue, ids));
+      absl::StatusOr<uint64_t> highest = DecodeIdsFile(bytes);
+      if (!highest.ok()) return Annotate(highest.status(), ids);
+      persisted_highest_id_ = *highest;
+      highest_id_ = any_ledger_ ? std::max(highest_id_, *highest) : *highest;
+      any_ledger_ = true;
+    }
+  }
   worker_ = std::thread([this] { WorkerLoop(); });
   return absl::OkStatus();
 }
@@ -471,6 +484,15 @@ absl::StatusOr<uint64_t> StoreImpl::CreateLedger(std::optional<uint64_t> request
   const std::string dir = LedgerDir(id);
   absl::Status status = [&]() -> absl::Status {
     CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<IoQueue> queue, NewQueue());
+    {
+      // Record the new highest id before the ledger exists, so it is never handed out again.
+      std::lock_guard ids_lock(ids_mu_);
+      if (!persisted_highest_id_.has_value() || id > *persisted_highest_id_) {
+        CAIRN_RETURN_IF_ERROR(
+            WriteFileAtomically(*queue, Join(options_.data_dirs[0], "IDS"), EncodeIdsFile(id)));
+        persisted_highest_id_ = id;
+      }
+    }
     CAIRN_RETURN_IF_ERROR(fs_->CreateDirectory(dir));
     CAIRN_RETURN_IF_ERROR(
         WriteMeta(*queue, dir, LedgerMeta{id, LedgerState::kOpen, false, kNoEntry}));

@@ -164,8 +164,11 @@ class StoreImpl final : public Store {
   std::condition_variable work_;   // The worker waits here for appends.
   std::condition_variable space_;  // Appenders wait here for in-flight bytes to drop.
   std::map<uint64_t, std::shared_ptr<Ledger>> ledgers_;
-  uint64_t highest_id_ = 0;
+  uint64_t highest_id_ = 0;  // Highest id in use or ever created (with any_ledger_).
   bool any_ledger_ = false;
+  // The highest id recorded in the IDS file; guarded by ids_mu_, which serialises its writes.
+  std::mutex ids_mu_;
+  std::optional<uint64_t> persisted_highest_id_;
   std::deque<PendingAppend> queue_;
   uint64_t in_flight_bytes_ = 0;
   bool stopping_ = false;
