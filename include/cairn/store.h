@@ -45,13 +45,19 @@ enum class Durability {
 inline constexpr uint64_t kMinSegmentBytes = 64 * 1024;
 inline constexpr uint64_t kMaxSegmentBytes = uint64_t{1} << 40;
 inline constexpr uint64_t kDefaultSegmentBytes = uint64_t{128} << 20;
+inline constexpr uint64_t kMinJournalFileBytes = 64 * 1024;
 
 struct StoreOptions {
   // Where ledgers live. Each ledger lives in one of them, chosen by its id. At least one.
   std::vector<std::string> data_dirs;
-  // A directory for a shared write-ahead journal (ideally on its own device). Not supported yet:
-  // a non-empty value is refused with kUnimplemented.
+  // A directory for a shared write-ahead journal, ideally on its own device. With a journal,
+  // group commit writes every ledger's batches of a round into the journal with one write and
+  // makes them durable with one fdatasync; segments are written behind it and synced at
+  // checkpoints. Empty: no journal, each round syncs the segments it wrote.
   std::string journal_dir;
+  // With a journal: checkpoint (sync segments, start a new journal file, drop old ones) when the
+  // current journal file passes this size. Recovery replays at most about this much.
+  uint64_t journal_file_bytes = uint64_t{64} << 20;
   Durability durability = Durability::kSync;
   // A segment file is rolled when the next batch would take it past this size. A batch larger
   // than a segment gets a segment of its own.

@@ -12,11 +12,13 @@
 namespace cairn::internal {
 namespace {
 
-constexpr uint32_t kSegmentMagic = 0x534e5243;  // "CRNS"
-constexpr uint32_t kIndexMagic = 0x494e5243;    // "CRNI"
-constexpr uint32_t kMetaMagic = 0x4c4e5243;     // "CRNL"
-constexpr uint32_t kStoreMagic = 0x544e5243;    // "CRNT"
-constexpr uint32_t kIdsMagic = 0x484e5243;      // "CRNH"
+constexpr uint32_t kSegmentMagic = 0x534e5243;     // "CRNS"
+constexpr uint32_t kIndexMagic = 0x494e5243;       // "CRNI"
+constexpr uint32_t kMetaMagic = 0x4c4e5243;        // "CRNL"
+constexpr uint32_t kStoreMagic = 0x544e5243;       // "CRNT"
+constexpr uint32_t kIdsMagic = 0x484e5243;         // "CRNH"
+constexpr uint32_t kJournalMagic = 0x4a4e5243;     // "CRNJ"
+constexpr uint32_t kCheckpointMagic = 0x4b4e5243;  // "CRNK"
 constexpr uint32_t kVersion = 1;
 constexpr size_t kChecksumOffset = 56;
 
@@ -219,6 +221,35 @@ std::string EncodeIdsFile(uint64_t highest_id) {
 absl::StatusOr<uint64_t> DecodeIdsFile(std::span<const char> bytes) {
   if (absl::Status s = Check64(bytes, kIdsMagic, "IDS file"); !s.ok()) return s;
   return DecodeFixed64(bytes.data() + 8);
+}
+
+std::string EncodeJournalHeader(uint64_t seq) {
+  std::string out(kJournalHeaderBytes, '\0');
+  EncodeFixed32(out.data(), kJournalMagic);
+  EncodeFixed32(out.data() + 4, kVersion);
+  EncodeFixed64(out.data() + 8, seq);
+  Seal64(out);
+  return out;
+}
+
+absl::StatusOr<uint64_t> DecodeJournalHeader(std::span<const char> bytes) {
+  if (absl::Status s = Check64(bytes, kJournalMagic, "journal header"); !s.ok()) return s;
+  return DecodeFixed64(bytes.data() + 8);
+}
+
+std::string EncodeJournalCheckpoint(const JournalCheckpoint& checkpoint) {
+  std::string out(kStoreFileBytes, '\0');
+  EncodeFixed32(out.data(), kCheckpointMagic);
+  EncodeFixed32(out.data() + 4, kVersion);
+  EncodeFixed64(out.data() + 8, checkpoint.seq);
+  EncodeFixed64(out.data() + 16, checkpoint.offset);
+  Seal64(out);
+  return out;
+}
+
+absl::StatusOr<JournalCheckpoint> DecodeJournalCheckpoint(std::span<const char> bytes) {
+  if (absl::Status s = Check64(bytes, kCheckpointMagic, "journal CHECKPOINT"); !s.ok()) return s;
+  return JournalCheckpoint{DecodeFixed64(bytes.data() + 8), DecodeFixed64(bytes.data() + 16)};
 }
 
 std::string EncodeStoreFile() {

@@ -111,6 +111,23 @@ absl::StatusOr<LedgerMeta> DecodeLedgerMeta(std::span<const char> bytes);
 std::string EncodeIdsFile(uint64_t highest_id);
 absl::StatusOr<uint64_t> DecodeIdsFile(std::span<const char> bytes);
 
+// The journal (optional, in its own directory):
+//   <journal dir>/LOCK
+//   <journal dir>/<seq>.jnl     a JournalHeader ('CRNJ', version, u64 seq at 8, checksum at 56),
+//                               then whole batches of any ledgers, in the order they were written
+//   <journal dir>/CHECKPOINT    ('CRNK', version, u64 seq at 8, u64 offset at 16, checksum at 56):
+//                               everything before (seq, offset) is in segments and their indexes;
+//                               recovery replays the journal from there.
+std::string EncodeJournalHeader(uint64_t seq);
+absl::StatusOr<uint64_t> DecodeJournalHeader(std::span<const char> bytes);
+struct JournalCheckpoint {
+  uint64_t seq = 0;
+  uint64_t offset = 0;
+};
+std::string EncodeJournalCheckpoint(const JournalCheckpoint& checkpoint);
+absl::StatusOr<JournalCheckpoint> DecodeJournalCheckpoint(std::span<const char> bytes);
+inline constexpr size_t kJournalHeaderBytes = 64;
+
 std::string EncodeStoreFile();
 absl::Status CheckStoreFile(std::span<const char> bytes);
 

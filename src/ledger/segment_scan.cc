@@ -6,7 +6,6 @@
 
 #include "absl/strings/str_format.h"
 #include "cairn/batch.h"
-#include "src/format/batch_format.h"
 #include "src/format/coding.h"
 #include "src/util/status_macros.h"
 
@@ -30,7 +29,7 @@ class FileWindow {
       buffer_.resize(got);
       start_ = at;
       bytes_read_ += got;
-      if (got < n) return absl::DataLossError("segment shrank while being scanned");
+      if (got < n) return absl::DataLossError("file shrank while being scanned");
     }
     return std::span<const char>(buffer_.data() + (at - start_), n);
   }
@@ -46,49 +45,51 @@ class FileWindow {
   uint64_t bytes_read_ = 0;
 };
 
-// A valid batch of `ledger_id` at `at`, if there is one.
-absl::StatusOr<std::optional<BatchHeader>> ValidBatchAt(FileWindow& window, uint64_t at,
-                                                        uint64_t file_size, uint64_t ledger_id) {
+struct Found {
+  BatchHeader header;
+  std::span<const char> bytes;
+};
+
+// A valid batch (of `ledger_id`, if given) at `at`, if there is one.
+absl::StatusOr<std::optional<Found>> ValidBatchAt(FileWindow& window, uint64_t at,
+                                                  uint64_t file_size,
+                                                  std::optional<uint64_t> ledger_id) {
   if (file_size - at < kBatchHeaderSize) return std::nullopt;
   CAIRN_ASSIGN_OR_RETURN(std::span<const char> head, window.Get(at, kBatchHeaderSize));
   absl::StatusOr<BatchHeader> header = DecodeBatchHeader(head);
-  if (!header.ok() || header->ledger_id != ledger_id) return std::nullopt;
+  if (!header.ok()) return std::nullopt;
+  if (ledger_id.has_value() && header->ledger_id != *ledger_id) return std::nullopt;
   if (header->total_bytes() > file_size - at) return std::nullopt;
   CAIRN_ASSIGN_OR_RETURN(std::span<const char> bytes, window.Get(at, header->total_bytes()));
   if (!BatchView::Parse(bytes).ok()) return std::nullopt;
-  return *header;
+  return Found{*header, bytes};
 }
 
 }  // namespace
 
-absl::StatusOr<SegmentScan> ScanSegment(IoQueue& queue, File& file, uint64_t ledger_id,
-                                        uint64_t position, uint64_t next_entry_id,
-                                        int64_t max_timestamp_us) {
-  SegmentScan scan;
+absl::StatusOr<LogScan> ScanLog(IoQueue& queue, File& file, uint64_t position,
+                                std::optional<uint64_t> ledger_id, std::string_view what,
+                                const BatchVisitor& visit) {
+  LogScan scan;
   CAIRN_ASSIGN_OR_RETURN(scan.file_size, file.Size());
   if (position > scan.file_size) {
     return absl::DataLossError(
-        absl::StrFormat("%s: %d bytes, but %d are indexed", file.path(), scan.file_size, position));
+        absl::StrFormat("%s: %d bytes, but %d are checkpointed", what, scan.file_size, position));
   }
   FileWindow window(queue, file, scan.file_size);
   uint64_t at = position;
   while (at < scan.file_size) {
-    CAIRN_ASSIGN_OR_RETURN(std::optional<BatchHeader> batch,
+    CAIRN_ASSIGN_OR_RETURN(std::optional<Found> batch,
                            ValidBatchAt(window, at, scan.file_size, ledger_id));
-    if (!batch.has_value() || batch->base_entry_id != next_entry_id) break;
-    max_timestamp_us = std::max(max_timestamp_us, batch->max_timestamp_us);
-    scan.records.push_back(IndexRecord{batch->base_entry_id, at,
-                                       static_cast<uint32_t>(batch->total_bytes()),
-                                       batch->entry_count, max_timestamp_us});
-    next_entry_id = batch->base_entry_id + batch->entry_count;
-    at += batch->total_bytes();
+    if (!batch.has_value()) break;
+    CAIRN_ASSIGN_OR_RETURN(bool accepted, visit(batch->bytes, batch->header, at));
+    if (!accepted) break;
+    at += batch->header.total_bytes();
   }
   scan.valid_end = at;
-  scan.end_entry_id = next_entry_id;
-  scan.max_timestamp_us = max_timestamp_us;
 
-  // Something invalid at `at`. If a valid batch of this ledger follows anywhere after it, the
-  // middle of the segment is damaged: report it. Otherwise it is a torn tail.
+  // Something invalid at `at`. If a valid batch follows anywhere after it, the middle of the
+  // file is damaged: report it. Otherwise it is a torn tail.
   if (at < scan.file_size) {
     const char magic[4] = {'C', 'R', 'N', 'B'};
     for (uint64_t from = at + 1; from + kBatchHeaderSize <= scan.file_size;) {
@@ -96,25 +97,50 @@ absl::StatusOr<SegmentScan> ScanSegment(IoQueue& queue, File& file, uint64_t led
       CAIRN_ASSIGN_OR_RETURN(std::span<const char> chunk, window.Get(from, n));
       const char* hit = std::search(chunk.data(), chunk.data() + chunk.size(), magic, magic + 4);
       if (hit == chunk.data() + chunk.size()) {
-        if (n < 4) break;
-        from += n - 3;  // The magic may straddle chunks.
+        from += n - 3;  // The magic may straddle two chunks.
         continue;
       }
       const uint64_t candidate = from + static_cast<uint64_t>(hit - chunk.data());
-      CAIRN_ASSIGN_OR_RETURN(std::optional<BatchHeader> later,
+      CAIRN_ASSIGN_OR_RETURN(std::optional<Found> later,
                              ValidBatchAt(window, candidate, scan.file_size, ledger_id));
       if (later.has_value()) {
         return absl::DataLossError(absl::StrFormat(
-            "ledger %d: %s is damaged: invalid data at offset %d (after entry %d) is followed by "
-            "a valid batch of entries %d..%d at offset %d",
-            ledger_id, file.path(), at, next_entry_id == 0 ? 0 : next_entry_id - 1,
-            later->base_entry_id, later->last_entry_id(), candidate));
+            "%s is damaged: invalid data at offset %d is followed by a valid batch of ledger %d, "
+            "entries %d..%d, at offset %d",
+            what, at, later->header.ledger_id, later->header.base_entry_id,
+            later->header.last_entry_id(), candidate));
       }
       from = candidate + 1;
     }
   }
   scan.bytes_scanned = window.bytes_read();
   return scan;
+}
+
+absl::StatusOr<SegmentScan> ScanSegment(IoQueue& queue, File& file, uint64_t ledger_id,
+                                        uint64_t position, uint64_t next_entry_id,
+                                        int64_t max_timestamp_us) {
+  SegmentScan segment;
+  auto visit = [&](std::span<const char>, const BatchHeader& header,
+                   uint64_t at) -> absl::StatusOr<bool> {
+    if (header.base_entry_id != next_entry_id) return false;  // Not the next batch: invalid.
+    max_timestamp_us = std::max(max_timestamp_us, header.max_timestamp_us);
+    segment.records.push_back(IndexRecord{header.base_entry_id, at,
+                                          static_cast<uint32_t>(header.total_bytes()),
+                                          header.entry_count, max_timestamp_us});
+    next_entry_id = header.base_entry_id + header.entry_count;
+    return true;
+  };
+  CAIRN_ASSIGN_OR_RETURN(
+      LogScan scan,
+      ScanLog(queue, file, position, ledger_id,
+              absl::StrFormat("ledger %d: segment %s", ledger_id, file.path()), visit));
+  segment.valid_end = scan.valid_end;
+  segment.file_size = scan.file_size;
+  segment.bytes_scanned = scan.bytes_scanned;
+  segment.end_entry_id = next_entry_id;
+  segment.max_timestamp_us = max_timestamp_us;
+  return segment;
 }
 
 }  // namespace cairn::internal

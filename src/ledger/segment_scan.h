@@ -1,19 +1,41 @@
 // Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
 //
-// Recovery's scanner: walks the batches of a segment file past its checkpoint and tells a torn
-// tail (invalid bytes with nothing valid after them: truncate) from damage (an invalid batch
-// followed by a valid one: kDataLoss, never silently cut off).
+// Recovery's scanner: walks the batches of a segment or journal file past its checkpoint and
+// tells a torn tail (invalid bytes with nothing valid after them: truncate) from damage (an
+// invalid batch followed by a valid one: kDataLoss, never silently cut off).
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "cairn/io.h"
+#include "src/format/batch_format.h"
 #include "src/ledger/disk_format.h"
 
 namespace cairn::internal {
+
+struct LogScan {
+  uint64_t valid_end = 0;      // Position after the last accepted batch.
+  uint64_t file_size = 0;      // valid_end < file_size: a torn tail to truncate.
+  uint64_t bytes_scanned = 0;  // Bytes read.
+};
+
+// Called for each valid batch (checksum verified) at `position`. Returns true to accept it and
+// go on, false to treat it as the first invalid batch, or an error to stop the scan.
+using BatchVisitor = std::function<absl::StatusOr<bool>(
+    std::span<const char> batch, const BatchHeader& header, uint64_t position)>;
+
+// Walks the batches of `file` from `position` (a batch boundary). Only batches of `ledger_id`
+// count as valid when it is given. After the first invalid batch, looks for a valid one further
+// on: found, the file is damaged (kDataLoss naming `what` and both offsets).
+absl::StatusOr<LogScan> ScanLog(IoQueue& queue, File& file, uint64_t position,
+                                std::optional<uint64_t> ledger_id, std::string_view what,
+                                const BatchVisitor& visit);
 
 struct SegmentScan {
   std::vector<IndexRecord> records;      // The valid batches found, in order.
@@ -24,8 +46,8 @@ struct SegmentScan {
   uint64_t bytes_scanned = 0;
 };
 
-// Scans `file` from `position` (a batch boundary) for batches of `ledger_id` whose ids continue
-// from `next_entry_id`. `max_timestamp_us` is the running maximum before `position`.
+// Scans a segment from `position` for batches of `ledger_id` whose ids continue from
+// `next_entry_id`. `max_timestamp_us` is the running maximum before `position`.
 absl::StatusOr<SegmentScan> ScanSegment(IoQueue& queue, File& file, uint64_t ledger_id,
                                         uint64_t position, uint64_t next_entry_id,
                                         int64_t max_timestamp_us);

@@ -118,9 +118,10 @@ absl::Status StoreImpl::OpenStore() {
   if (options_.data_dirs.empty()) {
     return absl::InvalidArgumentError("StoreOptions.data_dirs is empty: give at least one");
   }
-  if (!options_.journal_dir.empty()) {
-    return absl::UnimplementedError(
-        "StoreOptions.journal_dir: a separate journal is not supported yet; leave it empty");
+  if (journaled() && options_.journal_file_bytes < kMinJournalFileBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("StoreOptions.journal_file_bytes = %d: must be at least %d",
+                        options_.journal_file_bytes, kMinJournalFileBytes));
   }
   if (options_.segment_bytes < kMinSegmentBytes || options_.segment_bytes > kMaxSegmentBytes) {
     return absl::InvalidArgumentError(
@@ -158,6 +159,7 @@ absl::Status StoreImpl::OpenStore() {
       any_ledger_ = true;
     }
   }
+  if (journaled()) CAIRN_RETURN_IF_ERROR(OpenJournal());
   worker_ = std::thread([this] { WorkerLoop(); });
   return absl::OkStatus();
 }
@@ -327,10 +329,24 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id) {
       next_entry_id = index_header.end_entry_id;
       max_timestamp_us = std::max(max_timestamp_us, index_header.max_timestamp_us);
     }
-    // Only the tail past the checkpoint is read. A sealed (non-last) segment is complete: its
-    // index covers all of it.
-    CAIRN_ASSIGN_OR_RETURN(SegmentScan scan, ScanSegment(*queue, *file, id, scan_from,
-                                                         next_entry_id, max_timestamp_us));
+    SegmentScan scan;
+    if (journaled() && last) {
+      // With a journal, what lies past the open segment's checkpoint was never synced: cut it
+      // off; the journal replay writes it again.
+      scan.valid_end = scan_from;
+      scan.file_size = scan_from;
+      scan.end_entry_id = next_entry_id;
+      scan.max_timestamp_us = max_timestamp_us;
+      if (size > scan_from) {
+        CAIRN_RETURN_IF_ERROR(file->Truncate(scan_from));
+        CAIRN_RETURN_IF_ERROR(DataSync(*queue, *file));
+      }
+    } else {
+      // Only the tail past the checkpoint is read. A sealed (non-last) segment is complete: its
+      // index covers all of it.
+      CAIRN_ASSIGN_OR_RETURN(
+          scan, ScanSegment(*queue, *file, id, scan_from, next_entry_id, max_timestamp_us));
+    }
     report_.bytes_scanned += scan.bytes_scanned;
     if (scan.file_size > scan_from) ++report_.segments_scanned;
     if (scan.valid_end < scan.file_size) {
@@ -428,10 +444,12 @@ absl::Status StoreImpl::Close() {
       std::lock_guard lock(ledger->mu);
       if (ledger->segments.empty() || ledger->segments.back().sealed) continue;
       const Segment& segment = ledger->segments.back();
-      if (options_.durability == Durability::kAsync) {
-        status.Update(DataSync(*worker_queue_, *segment.file));
-      }
+      if (!segments_synced()) status.Update(DataSync(*worker_queue_, *segment.file));
       if (status.ok()) status.Update(WriteSegmentIndex(*worker_queue_, segment, ledger->id));
+    }
+    if (status.ok() && journaled()) {
+      dirty_.clear();  // All written above.
+      status.Update(Checkpoint());
     }
     if (status.ok()) {
       for (const std::string& dir : options_.data_dirs) {
@@ -604,9 +622,7 @@ absl::StatusOr<uint64_t> StoreImpl::SealLedger(const std::shared_ptr<Ledger>& le
     // the open segment (its index, final) before the meta that says the ledger is sealed.
     if (!ledger->segments.empty() && !ledger->segments.back().sealed) {
       Segment& segment = ledger->segments.back();
-      if (options_.durability == Durability::kAsync) {
-        CAIRN_RETURN_IF_ERROR(DataSync(*queue, *segment.file));
-      }
+      if (!segments_synced()) CAIRN_RETURN_IF_ERROR(DataSync(*queue, *segment.file));
       CAIRN_RETURN_IF_ERROR(WriteSegmentIndex(*queue, segment, ledger->id));
     }
   }
@@ -742,8 +758,7 @@ absl::Status StoreImpl::RollSegment(Ledger& ledger, uint64_t base_entry_id) {
   }
   if (open != nullptr) {
     // Only the worker changes segments, so `open` stays put while it works.
-    if (options_.durability == Durability::kAsync)
-      CAIRN_RETURN_IF_ERROR(DataSync(queue, *open->file));
+    if (!segments_synced()) CAIRN_RETURN_IF_ERROR(DataSync(queue, *open->file));
     CAIRN_RETURN_IF_ERROR(WriteSegmentIndex(queue, *open, ledger.id));
     std::lock_guard lock(ledger.mu);
     index_cache_.Put(IndexPathOf(*open),
@@ -925,12 +940,34 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
       (void)enqueued;
     };
     run([](Part& p, size_t i) { return IoRequest::Write(p.file.get(), p.position, p.buffer, i); });
+    // With a journal, the batches that reached their segments also go to the journal: all
+    // ledgers' batches in one write, made durable by one sync.
+    std::vector<char> journal;
+    if (journaled()) {
+      for (const Part& p : parts) {
+        if (p.status.ok()) journal.insert(journal.end(), p.buffer.begin(), p.buffer.end());
+      }
+      if (!journal.empty()) {
+        absl::Status written = WriteAt(queue, *journal_file_, journal_position_, journal);
+        if (!written.ok()) {
+          journal_file_->Truncate(journal_position_).IgnoreError();  // Best effort.
+          for (Part& p : parts) p.status.Update(written);
+          journal.clear();
+        }
+      }
+    }
     // A failed write is not synced; its ledger fails below.
     std::vector<bool> written(parts.size());
     for (size_t i = 0; i < parts.size(); ++i) written[i] = parts[i].status.ok();
     if (options_.durability == Durability::kSync) {
-      run([](Part& p, size_t i) { return IoRequest::DataSync(p.file.get(), i); });
+      if (!journaled()) {
+        run([](Part& p, size_t i) { return IoRequest::DataSync(p.file.get(), i); });
+      } else if (!journal.empty()) {
+        absl::Status synced = DataSync(queue, *journal_file_);
+        for (Part& p : parts) p.status.Update(synced);
+      }
     }
+    if (!journal.empty()) journal_position_ += journal.size();
 
     // Publish what is durable; fail the rest.
     for (size_t i = 0; i < parts.size(); ++i) {
@@ -976,6 +1013,7 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
       segment.end_position = position;
       ledger.last_add_confirmed = segment.end_entry_id - 1;
       ledger.changed.notify_all();
+      if (journaled()) dirty_[ledger.id] = group[p.appends.front()].ledger;
     }
 
     // Callbacks for this round, in append order.
@@ -990,6 +1028,11 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
       CompleteAppend(a, std::move(result));
     }
     begin = end;
+
+    if (journaled() && journal_position_ >= options_.journal_file_bytes) {
+      absl::Status checkpointed = Checkpoint();
+      if (!checkpointed.ok()) FailStop(Annotate(checkpointed, "journal checkpoint"));
+    }
 
     if (roll != nullptr) {
       uint64_t base;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cairn/store.h"
+#include "src/format/batch_format.h"
 #include "src/ledger/disk_format.h"
 
 namespace cairn::internal {
@@ -174,6 +175,22 @@ class StoreImpl final : public Store {
   bool stopping_ = false;
   bool closed_ = false;
   absl::Status fail_stop_;  // Not OK once read-only.
+
+  // The journal. Owned by the worker thread once it runs.
+  bool journaled() const { return !options_.journal_dir.empty(); }
+  // True when every round syncs the segments it wrote (sync mode, no journal); otherwise
+  // segments are synced at rolls, checkpoints, Seal() and Close().
+  bool segments_synced() const { return options_.durability == Durability::kSync && !journaled(); }
+  absl::Status OpenJournal();
+  absl::Status ReplayBatch(std::span<const char> batch, const BatchHeader& header);
+  absl::Status StartJournalFile(uint64_t seq);
+  // Makes every segment written since the last checkpoint durable with its index, starts a new
+  // journal file and records the checkpoint; older journal files are removed.
+  absl::Status Checkpoint();
+  std::unique_ptr<File> journal_file_;
+  uint64_t journal_seq_ = 0;
+  uint64_t journal_position_ = 0;
+  std::map<uint64_t, std::shared_ptr<Ledger>> dirty_;  // Written since the last checkpoint.
 
   // Owned by the worker thread.
   std::unique_ptr<IoQueue> worker_queue_;

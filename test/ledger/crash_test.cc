@@ -165,9 +165,13 @@ uint64_t LastOf(uint64_t end) { return end == 0 ? kNoEntry : end - 1; }
 // ---- stores and crashes -------------------------------------------------------------------------
 
 StoreOptions OptionsOn(FileSystem& fs, uint64_t segment_bytes = kMinSegmentBytes,
-                       Durability durability = Durability::kSync) {
+                       Durability durability = Durability::kSync, bool journal = false) {
   StoreOptions options;
   options.data_dirs = {"/store"};
+  if (journal) {
+    options.journal_dir = "/journal";
+    options.journal_file_bytes = kMinJournalFileBytes;
+  }
   options.file_system = &fs;
   options.segment_bytes = segment_bytes;
   options.durability = durability;
@@ -217,6 +221,8 @@ struct WorkloadOptions {
   int async_percent = 20;
   // Wait for every append to complete before crashing, so that the crash meets an idle store.
   bool quiesce_before_crash = false;
+  // Run with a journal (in /journal, with small journal files so that checkpoints happen).
+  bool journal = false;
 };
 
 struct WorkloadOutcome {
@@ -360,7 +366,7 @@ class Workload {
 
  private:
   StoreOptions Options(FileSystem& fs) const {
-    return OptionsOn(fs, o_.segment_bytes, o_.durability);
+    return OptionsOn(fs, o_.segment_bytes, o_.durability, o_.journal);
   }
 
   uint64_t Random(uint64_t n) { return std::uniform_int_distribution<uint64_t>(0, n - 1)(rng_); }
@@ -563,18 +569,24 @@ WorkloadOutcome RunWorkload(const WorkloadOptions& options) {
 }
 
 TEST_CASE("ledger crash: acknowledged data survives crashes (fixed seeds)", "[ledger][crash]") {
-  for (uint64_t seed = 1; seed <= 50; ++seed) RunWorkload({.seed = seed});
+  const bool journal = GENERATE(false, true);
+  INFO("journal " << journal);
+  for (uint64_t seed = 1; seed <= 50; ++seed) RunWorkload({.seed = seed, .journal = journal});
 }
 
 TEST_CASE("ledger crash: acknowledged data survives crashes (random seed)", "[ledger][crash]") {
-  RunWorkload({.seed = testing::TestSeed(), .crashes = 4});
+  const bool journal = GENERATE(false, true);
+  INFO("journal " << journal);
+  RunWorkload({.seed = testing::TestSeed(), .crashes = 4, .journal = journal});
 }
 
 TEST_CASE("ledger crash: acknowledged data survives crashes (many seeds)",
           "[ledger][crash][.long]") {
+  const bool journal = GENERATE(false, true);
+  INFO("journal " << journal);
   const uint64_t first = testing::TestSeed();
   for (uint64_t seed = first; seed < first + 1000; ++seed) {
-    RunWorkload({.seed = seed, .crashes = 5, .max_ops = 300});
+    RunWorkload({.seed = seed, .crashes = 5, .max_ops = 300, .journal = journal});
   }
 }
 
@@ -648,10 +660,12 @@ uint64_t CheckRecovered(Store& store, uint64_t id, const ContentSpec& spec, uint
 }
 
 TEST_CASE("ledger crash: a failed fsync is never trusted", "[ledger][crash]") {
+  const bool journal = GENERATE(false, true);
+  INFO("journal " << journal);
   const ContentSpec spec;
   auto base = NewStoreFileSystem();
   auto fault = NewFaultInjectionFileSystem(base.get(), FaultOptions{.seed = 3});
-  auto store = Unwrap(Store::Open(OptionsOn(*fault)));
+  auto store = Unwrap(Store::Open(OptionsOn(*fault, kMinSegmentBytes, Durability::kSync, journal)));
   const uint64_t a = Unwrap(store->CreateLedger());
   const uint64_t b = Unwrap(store->CreateLedger());
   auto writer_a = Unwrap(store->OpenWriter(a));
@@ -700,7 +714,7 @@ TEST_CASE("ledger crash: a failed fsync is never trusted", "[ledger][crash]") {
   writer_b.reset();
   store.reset();
   Revive(*fault);
-  store = Unwrap(Store::Open(OptionsOn(*fault)));
+  store = Unwrap(Store::Open(OptionsOn(*fault, kMinSegmentBytes, Durability::kSync, journal)));
   CHECK_FALSE(store->read_only());
   end_a = CheckRecovered(*store, a, spec, end_a, end_a + 3);
   end_b = CheckRecovered(*store, b, spec, end_b, end_b + 3);
@@ -727,10 +741,12 @@ uint64_t TotalBytes(FileSystem& fs, const std::string& dir) {
 
 TEST_CASE("ledger crash: a full disk refuses appends and recovers when space returns",
           "[ledger][crash]") {
+  const bool journal = GENERATE(false, true);
+  INFO("journal " << journal);
   const ContentSpec spec{.min_value_bytes = 200, .max_value_bytes = 300};
   auto base = NewStoreFileSystem();
   auto fault = NewFaultInjectionFileSystem(base.get(), FaultOptions{.seed = 5});
-  auto store = Unwrap(Store::Open(OptionsOn(*fault)));
+  auto store = Unwrap(Store::Open(OptionsOn(*fault, kMinSegmentBytes, Durability::kSync, journal)));
   const uint64_t id = Unwrap(store->CreateLedger());
   auto writer = Unwrap(store->OpenWriter(id));
   uint64_t end = 0;
@@ -766,7 +782,7 @@ TEST_CASE("ledger crash: a full disk refuses appends and recovers when space ret
   writer.reset();
   store.reset();
   Revive(*fault);
-  store = Unwrap(Store::Open(OptionsOn(*fault)));
+  store = Unwrap(Store::Open(OptionsOn(*fault, kMinSegmentBytes, Durability::kSync, journal)));
   CheckRecovered(*store, id, spec, end, end);
 }
 

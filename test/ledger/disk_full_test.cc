@@ -99,7 +99,8 @@ TEST_CASE("ledger store: a full disk is survived and recovered from (tmpfs)", "[
 
     // Fill the disk through ledger a.
     absl::Status full;
-    for (int i = 0; i < 10000 && full.ok(); ++i) full = AppendBatch(**writer_a, acked_a.size(), acked_a);
+    for (int i = 0; i < 10000 && full.ok(); ++i)
+      full = AppendBatch(**writer_a, acked_a.size(), acked_a);
     INFO(full.ToString());
     REQUIRE(full.code() == absl::StatusCode::kResourceExhausted);
     CHECK(acked_a.size() > 1000);  // About 3 MiB went in before the disk filled.

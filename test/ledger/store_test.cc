@@ -252,7 +252,8 @@ TEST_CASE("ledger store: invalid options are refused", "[ledger]") {
   options = m.Options();
   REQUIRE(m.fs().CreateDirectory("/journal").ok());
   options.journal_dir = "/journal";
-  CHECK(CodeOf(Store::Open(options)) == StatusCode::kUnimplemented);
+  options.journal_file_bytes = kMinJournalFileBytes - 1;
+  CHECK(CodeOf(Store::Open(options)) == StatusCode::kInvalidArgument);
 
   // No store in the directory and not allowed to make one.
   options = m.Options();

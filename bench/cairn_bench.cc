@@ -1,0 +1,1464 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// cairn-bench: end-to-end benchmarks of a cairn Store on a real disk, each figure printed beside
+// the machine's raw limit measured in the same run, with the same I/O engine.
+//
+// One process. Each case gets a fresh directory under --dir and removes it afterwards. The cases:
+//
+//  raw_*         The machine's limits through cairn's I/O seam (bench/raw_limits.h): sequential
+//                O_DIRECT write (extending a new file, and overwriting it), sequential O_DIRECT
+//                read, and a 4 KiB write + fdatasync loop at the end of a growing file.
+//  append_*      Appenders (threads) write entries of a given size, a given number per batch,
+//                to their own ledgers (appender i writes ledgers i, i + appenders, ...), in sync
+//                or async durability. "async" API: AppendAsync back to back, each timed from
+//                the call to its callback; "blocking" API: Append, each call timed. The clock
+//                stops when every append has completed; Close() is timed apart (close_ms), and
+//                for async durability durable_MB_per_s counts it in, since that is when the
+//                bytes are on disk.
+//  read_catchup  Appends, closes the store, evicts its files from the page cache (posix_fadvise
+//                DONTNEED, checked with mincore; drop_caches as a fallback when root), reopens
+//                and reads every ledger from the start. Then reads it all again, warm.
+//  read_tail     A writer paced at a fixed rate of batches per second and a reader thread that
+//                follows it with WaitForEntry + Read. lag = the reader has the batch minus the
+//                writer called AppendAsync for it.
+//  open_clean    Builds a store of a given size in a given number of ledgers, closes it, evicts
+//                it from the page cache and times Store::Open.
+//  open_crash    The same store; a forked child opens it, appends a tail and dies by SIGKILL
+//                (or _exit) without Close(); the parent times Store::Open, which scans the tail.
+//
+// Every line starts with the fields DESIGN.md fixes (bench/report.h), then extra fields: ratios
+// to the raw limits of this run (ratio_*), and the peak resident memory of the case. MB is 10^6
+// bytes of entry values (the payload; stored_MB_per_s counts the encoded batches).
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <latch>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "bench/histogram.h"
+#include "bench/machine.h"
+#include "bench/progress.h"
+#include "bench/raw_limits.h"
+#include "bench/report.h"
+#include "cairn/batch.h"
+#include "cairn/io.h"
+#include "cairn/ledger.h"
+#include "cairn/store.h"
+#include "src/util/status_macros.h"
+
+// ---- flags ------------------------------------------------------------------------------------
+
+ABSL_FLAG(std::string, dir, "",
+          "Directory for the data (created if missing; each case uses a subdirectory and removes "
+          "it). Empty: a fresh directory under /tmp, removed at exit. Put it on the disk to "
+          "measure; O_DIRECT does not work on tmpfs.");
+ABSL_FLAG(bool, keep, false, "Keep the data of every case instead of removing it.");
+ABSL_FLAG(bool, full, false, "Run the default suite and the larger cases (see --list).");
+ABSL_FLAG(bool, smoke, false,
+          "Run every case with tiny sizes (a second or two in all): checks that the tool works "
+          "and prints the right format; the figures mean nothing.");
+ABSL_FLAG(std::string, case, "",
+          "Comma-separated names of the cases to run (see --list), instead of a suite. The raw "
+          "limits their ratios need are measured first, unless --noraw.");
+ABSL_FLAG(bool, list, false, "List the cases, their suite and what they do, and exit.");
+ABSL_FLAG(bool, json, false, "Print one JSON object per case instead of key=value lines.");
+ABSL_FLAG(bool, raw, true,
+          "With --case: also measure the raw limits the selected cases are compared with.");
+
+ABSL_FLAG(std::string, engine, "auto",
+          "I/O engine for the raw limits and the store: auto, "
+          "io_uring or posix.");
+ABSL_FLAG(uint64_t, segment_bytes, 0,
+          "StoreOptions::segment_bytes; 0: the store's default (256 KiB under --smoke, so that "
+          "segments roll).");
+ABSL_FLAG(uint32_t, group_commit_max_delay_us, 0, "StoreOptions::group_commit_max_delay_us.");
+ABSL_FLAG(uint64_t, group_commit_max_bytes, 0,
+          "StoreOptions::group_commit_max_bytes; 0: the store's default.");
+ABSL_FLAG(uint64_t, max_in_flight_bytes, 0,
+          "StoreOptions::max_in_flight_bytes; 0: the store's default.");
+
+ABSL_FLAG(uint64_t, raw_bytes, uint64_t{256} << 20, "Size of the raw sequential write/read file.");
+ABSL_FLAG(uint64_t, raw_block_bytes, uint64_t{1} << 20,
+          "Size of each raw O_DIRECT write and read (a multiple of 4096).");
+ABSL_FLAG(uint32_t, raw_queue_depth, 8, "Raw O_DIRECT requests kept in flight.");
+ABSL_FLAG(uint64_t, raw_sync_ops, 5000, "Rounds of the raw write + fdatasync loop.");
+ABSL_FLAG(uint64_t, raw_sync_bytes, 4096, "Bytes written per round of the raw fdatasync loop.");
+
+ABSL_FLAG(uint64_t, entries, 0, "Override: entries each selected cairn case appends.");
+ABSL_FLAG(uint64_t, entry_bytes, 0, "Override: bytes of each entry's value.");
+ABSL_FLAG(uint32_t, batch_entries, 0, "Override: entries per batch (per append).");
+ABSL_FLAG(uint32_t, ledgers, 0, "Override: ledgers written (at least --appenders).");
+ABSL_FLAG(uint32_t, appenders, 0, "Override: concurrent appender threads.");
+ABSL_FLAG(std::string, durability, "", "Override: sync or async.");
+ABSL_FLAG(std::string, api, "",
+          "Override: blocking (Append, one at a time per appender) or async (AppendAsync back to "
+          "back, timed to the callback).");
+ABSL_FLAG(uint64_t, tail_batches_per_s, 0, "Override: the pace of the read_tail writer.");
+
+ABSL_FLAG(uint64_t, read_max_bytes, uint64_t{4} << 20, "ReadLimits::max_bytes of each Read.");
+ABSL_FLAG(bool, cold_cache, true,
+          "Evict a store's files from the page cache before reading it back or opening it.");
+ABSL_FLAG(bool, allow_drop_caches, true,
+          "When posix_fadvise leaves pages cached and we are root, write /proc/sys/vm/drop_caches "
+          "(which empties the page cache of the whole machine).");
+
+ABSL_FLAG(uint64_t, open_bytes, uint64_t{256} << 20, "Store size of open_clean and open_crash.");
+ABSL_FLAG(uint32_t, open_ledgers, 100, "Ledgers of open_clean and open_crash.");
+ABSL_FLAG(uint64_t, open_tail_bytes, uint64_t{32} << 20,
+          "Bytes open_crash's child appends after the last checkpoint before it dies.");
+ABSL_FLAG(uint64_t, full_open_bytes, uint64_t{10'000'000'000},
+          "Store size of open_clean_big and open_crash_big (--full).");
+ABSL_FLAG(uint32_t, full_open_ledgers, 1000, "Ledgers of open_clean_big and open_crash_big.");
+ABSL_FLAG(uint64_t, full_open_tail_bytes, uint64_t{256} << 20, "The tail of open_crash_big.");
+ABSL_FLAG(std::string, crash, "sigkill",
+          "How open_crash's child dies after appending: sigkill (raise SIGKILL) or exit "
+          "(_exit(0)). Neither runs Close().");
+
+namespace cairn::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr uint64_t kKiB = 1024;
+constexpr uint64_t kMiB = 1024 * kKiB;
+
+uint64_t Nanoseconds(Clock::duration d) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+}
+int64_t NanosecondsNow() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+int64_t WallMicroseconds() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+double Megabytes(double bytes) { return bytes / 1e6; }
+double Micros(double nanoseconds) { return nanoseconds / 1e3; }
+
+// ---- cases ------------------------------------------------------------------------------------
+
+enum class Kind {
+  kRawWriteExtend,
+  kRawWrite,
+  kRawRead,
+  kRawSync,
+  kAppend,
+  kCatchUpRead,
+  kTailRead,
+  kOpenClean,
+  kOpenCrash,
+};
+
+bool IsRaw(Kind kind) {
+  return kind == Kind::kRawWriteExtend || kind == Kind::kRawWrite || kind == Kind::kRawRead ||
+         kind == Kind::kRawSync;
+}
+bool IsOpen(Kind kind) { return kind == Kind::kOpenClean || kind == Kind::kOpenCrash; }
+
+enum class Suite { kDefault, kFull };
+
+struct Case {
+  std::string name;
+  Kind kind = Kind::kAppend;
+  Suite suite = Suite::kDefault;
+  std::string summary;
+  // The workload of cairn cases. Open cases derive `entries` from store_bytes.
+  uint64_t entries = 0;
+  uint64_t entry_bytes = 1024;
+  uint32_t batch_entries = 1;
+  uint32_t ledgers = 1;
+  uint32_t appenders = 1;
+  Durability durability = Durability::kAsync;
+  bool pipelined = true;            // AppendAsync back to back; else blocking Append.
+  uint64_t tail_batches_per_s = 0;  // read_tail: the writer's pace.
+  uint64_t store_bytes = 0;         // open_*: payload bytes in the store.
+  uint64_t crash_tail_bytes = 0;    // open_crash: payload the child appends before dying.
+};
+
+std::vector<Case> AllCases() {
+  std::vector<Case> cases;
+  const auto add = [&cases](Case c) { cases.push_back(std::move(c)); };
+  // The raw limits come first: every later ratio needs them.
+  add({.name = "raw_write_extend",
+       .kind = Kind::kRawWriteExtend,
+       .summary =
+           "O_DIRECT sequential writes extending a new file of --raw_bytes, then fdatasync"});
+  add({.name = "raw_write",
+       .kind = Kind::kRawWrite,
+       .summary = "O_DIRECT sequential overwrite of that file, then fdatasync (ratio_write_bw)"});
+  add({.name = "raw_read",
+       .kind = Kind::kRawRead,
+       .summary = "O_DIRECT sequential read of that file (ratio_read_bw)"});
+  add({.name = "raw_fsync",
+       .kind = Kind::kRawSync,
+       .summary = "write 4 KiB at the end of a file + fdatasync, in a loop (ratio_fsync_*)"});
+
+  add({.name = "append_async_100B",
+       .summary = "async, 100-byte entries in batches of 100, one ledger",
+       .entries = 5'000'000,
+       .entry_bytes = 100,
+       .batch_entries = 100});
+  add({.name = "append_async_64KiB",
+       .summary = "async, 64 KiB entries, one per batch, one ledger",
+       .entries = 16 * kKiB,
+       .entry_bytes = 64 * kKiB});
+  add({.name = "append_async_1KiBx64",
+       .summary = "async, 1 KiB entries in batches of 64 (64 KiB), one ledger",
+       .entries = kMiB,
+       .entry_bytes = kKiB,
+       .batch_entries = 64});
+  add({.name = "append_sync_1KiB",
+       .summary = "sync, one appender, one 1 KiB entry per blocking Append",
+       .entries = 10'000,
+       .durability = Durability::kSync,
+       .pipelined = false});
+  add({.name = "append_sync_64x1KiB",
+       .summary = "sync, 64 appenders on 64 ledgers, one 1 KiB entry per blocking Append",
+       .entries = 64 * 500,
+       .ledgers = 64,
+       .appenders = 64,
+       .durability = Durability::kSync,
+       .pipelined = false});
+  add({.name = "read_catchup",
+       .kind = Kind::kCatchUpRead,
+       .summary = "append 512 MiB (1 KiB x 64), close, evict, reopen, read it all back",
+       .entries = 512 * kKiB,
+       .batch_entries = 64});
+  add({.name = "read_tail",
+       .kind = Kind::kTailRead,
+       .summary = "a reader follows a writer of 10 x 1 KiB batches paced at 5,000 batches/s",
+       .entries = 100'000,
+       .batch_entries = 10,
+       .tail_batches_per_s = 5'000});
+  add({.name = "open_clean",
+       .kind = Kind::kOpenClean,
+       .summary = "Store::Open of a cleanly closed store of --open_bytes in --open_ledgers",
+       .batch_entries = 64,
+       .ledgers = absl::GetFlag(FLAGS_open_ledgers),
+       .store_bytes = absl::GetFlag(FLAGS_open_bytes)});
+  add({.name = "open_crash",
+       .kind = Kind::kOpenCrash,
+       .summary = "Store::Open of that store after a child appended --open_tail_bytes and died",
+       .batch_entries = 64,
+       .ledgers = absl::GetFlag(FLAGS_open_ledgers),
+       .store_bytes = absl::GetFlag(FLAGS_open_bytes),
+       .crash_tail_bytes = absl::GetFlag(FLAGS_open_tail_bytes)});
+
+  add({.name = "append_async_100B_16ledgers",
+       .suite = Suite::kFull,
+       .summary = "async, 100-byte entries in batches of 100, 2 appenders on 16 ledgers",
+       .entries = 10'000'000,
+       .entry_bytes = 100,
+       .batch_entries = 100,
+       .ledgers = 16,
+       .appenders = 2});
+  add({.name = "append_async_1MiB",
+       .suite = Suite::kFull,
+       .summary = "async, 1 MiB entries, one per batch, one ledger (4 GiB)",
+       .entries = 4 * kKiB,
+       .entry_bytes = kMiB});
+  add({.name = "append_sync_pipelined_1KiB",
+       .suite = Suite::kFull,
+       .summary = "sync, one appender pipelining 1 KiB appends (group commit within a ledger)",
+       .entries = 100'000,
+       .durability = Durability::kSync});
+  add({.name = "append_sync_64KiB",
+       .suite = Suite::kFull,
+       .summary = "sync, one appender, one 64 KiB entry per blocking Append",
+       .entries = 4 * kKiB,
+       .entry_bytes = 64 * kKiB,
+       .durability = Durability::kSync,
+       .pipelined = false});
+  add({.name = "append_sync_256x1KiB",
+       .suite = Suite::kFull,
+       .summary = "sync, 256 appenders on 256 ledgers, one 1 KiB entry per blocking Append",
+       .entries = 256 * 400,
+       .ledgers = 256,
+       .appenders = 256,
+       .durability = Durability::kSync,
+       .pipelined = false});
+  add({.name = "read_catchup_8ledgers",
+       .kind = Kind::kCatchUpRead,
+       .suite = Suite::kFull,
+       .summary = "append 4 GiB (1 KiB x 64) to 8 ledgers, close, evict, reopen, read it all",
+       .entries = 4 * kMiB,
+       .batch_entries = 64,
+       .ledgers = 8});
+  add({.name = "read_tail_sync",
+       .kind = Kind::kTailRead,
+       .suite = Suite::kFull,
+       .summary = "read_tail with a sync writer (the reader sees a batch once it is durable)",
+       .entries = 50'000,
+       .batch_entries = 10,
+       .durability = Durability::kSync,
+       .tail_batches_per_s = 1'000});
+  add({.name = "open_clean_big",
+       .kind = Kind::kOpenClean,
+       .suite = Suite::kFull,
+       .summary = "open_clean of --full_open_bytes in --full_open_ledgers",
+       .batch_entries = 64,
+       .ledgers = absl::GetFlag(FLAGS_full_open_ledgers),
+       .store_bytes = absl::GetFlag(FLAGS_full_open_bytes)});
+  add({.name = "open_crash_big",
+       .kind = Kind::kOpenCrash,
+       .suite = Suite::kFull,
+       .summary = "open_crash of that store with a tail of --full_open_tail_bytes",
+       .batch_entries = 64,
+       .ledgers = absl::GetFlag(FLAGS_full_open_ledgers),
+       .store_bytes = absl::GetFlag(FLAGS_full_open_bytes),
+       .crash_tail_bytes = absl::GetFlag(FLAGS_full_open_tail_bytes)});
+  return cases;
+}
+
+// --smoke: the same cases, small enough that all of them run in a second or two.
+void Shrink(Case& c) {
+  switch (c.kind) {
+    case Kind::kAppend:
+    case Kind::kCatchUpRead:
+      c.entries = std::min<uint64_t>(c.entries, uint64_t{4} * c.batch_entries * c.appenders);
+      break;
+    case Kind::kTailRead:
+      c.entries = std::min<uint64_t>(c.entries, uint64_t{50} * c.batch_entries);
+      break;
+    case Kind::kOpenClean:
+    case Kind::kOpenCrash:
+      c.ledgers = std::min<uint32_t>(c.ledgers, 4);
+      c.store_bytes = std::min<uint64_t>(c.store_bytes, kMiB);
+      c.crash_tail_bytes = std::min<uint64_t>(c.crash_tail_bytes, 128 * kKiB);
+      break;
+    default:
+      break;
+  }
+}
+
+// Applies the override flags (--entries, --ledgers, ...) to a cairn case.
+absl::Status Override(Case& c) {
+  if (IsRaw(c.kind)) return absl::OkStatus();
+  if (uint64_t v = absl::GetFlag(FLAGS_entries); v != 0) c.entries = v;
+  if (uint64_t v = absl::GetFlag(FLAGS_entry_bytes); v != 0) c.entry_bytes = v;
+  if (uint32_t v = absl::GetFlag(FLAGS_batch_entries); v != 0) c.batch_entries = v;
+  if (uint32_t v = absl::GetFlag(FLAGS_ledgers); v != 0) c.ledgers = v;
+  if (uint32_t v = absl::GetFlag(FLAGS_appenders); v != 0) c.appenders = v;
+  if (uint64_t v = absl::GetFlag(FLAGS_tail_batches_per_s); v != 0) c.tail_batches_per_s = v;
+  const std::string durability = absl::GetFlag(FLAGS_durability);
+  if (durability == "sync") {
+    c.durability = Durability::kSync;
+  } else if (durability == "async") {
+    c.durability = Durability::kAsync;
+  } else if (!durability.empty()) {
+    return absl::InvalidArgumentError("--durability must be sync or async");
+  }
+  const std::string api = absl::GetFlag(FLAGS_api);
+  if (api == "blocking") {
+    c.pipelined = false;
+  } else if (api == "async") {
+    c.pipelined = true;
+  } else if (!api.empty()) {
+    return absl::InvalidArgumentError("--api must be blocking or async");
+  }
+  return absl::OkStatus();
+}
+
+// Open cases: as many whole batches per ledger as fit in store_bytes (at least one).
+void DeriveOpenEntries(Case& c) {
+  if (!IsOpen(c.kind)) return;
+  const uint64_t round = uint64_t{c.batch_entries} * c.ledgers;
+  const uint64_t entries = c.store_bytes / std::max<uint64_t>(c.entry_bytes, 1);
+  c.entries = std::max<uint64_t>(round, entries / round * round);
+}
+
+absl::Status Validate(const Case& c) {
+  if (IsRaw(c.kind)) return absl::OkStatus();
+  if (c.batch_entries == 0 || c.batch_entries > kMaxEntriesPerBatch) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: entries per batch must be in [1, %d]", c.name, kMaxEntriesPerBatch));
+  }
+  if (c.entry_bytes == 0 || c.entry_bytes > kMaxEntryBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: entry size must be in [1, %d] bytes", c.name, kMaxEntryBytes));
+  }
+  if (c.appenders == 0 || c.ledgers < c.appenders) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: %d appenders need at least as many ledgers (a ledger has one writer), not %d", c.name,
+        c.appenders, c.ledgers));
+  }
+  if (c.entries < uint64_t{c.batch_entries} * c.appenders) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: %d entries are fewer than one batch of %d per appender (%d appenders)",
+                        c.name, c.entries, c.batch_entries, c.appenders));
+  }
+  if (c.kind == Kind::kTailRead && c.tail_batches_per_s == 0) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: the writer needs a pace", c.name));
+  }
+  if (c.kind == Kind::kTailRead && (c.ledgers != 1 || c.appenders != 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: one writer and one reader follow one ledger", c.name));
+  }
+  return absl::OkStatus();
+}
+
+// ---- the run ----------------------------------------------------------------------------------
+
+// Entry values: slices of one pseudo-random pool (so that nothing on the way can compress or
+// deduplicate them), at offsets that differ from entry to entry.
+class Payload {
+ public:
+  explicit Payload(uint64_t max_value_bytes) : pool_(kPoolBytes + max_value_bytes) {
+    std::mt19937_64 random(42);
+    for (char& c : pool_) c = static_cast<char>(random());
+  }
+  std::string_view Value(uint64_t index, uint64_t bytes) const {
+    const uint64_t offset = (index * 4099) % kPoolBytes;
+    return std::string_view(pool_.data() + offset, bytes);
+  }
+
+ private:
+  static constexpr uint64_t kPoolBytes = kMiB;
+  std::vector<char> pool_;
+};
+
+// The limits of this run, for the ratios.
+struct RawFigures {
+  std::optional<double> write_mb_per_s;
+  std::optional<double> read_mb_per_s;
+  std::optional<double> sync_ops_per_s;
+  std::optional<double> sync_p99_us;
+};
+
+struct Context {
+  FileSystem* fs = nullptr;
+  std::string engine;  // The engine `fs` runs: "io_uring" or "posix".
+  std::string root;    // Where the cases' directories go.
+  bool progress = false;
+  bool smoke = false;
+  bool keep = false;
+  bool cold_cache = true;
+  bool allow_drop_caches = true;
+  uint64_t segment_bytes = 0;  // 0: the store's default.
+  std::unique_ptr<Payload> payload;
+
+  SequentialOptions raw_sequential;
+  uint64_t raw_sync_ops = 0;
+  uint64_t raw_sync_bytes = 0;
+  RawFigures raw;
+  // Entries per second of the last sync case with one blocking appender and one entry per
+  // append, by entry size: what ratio_vs_blocking_appender compares other sync cases with.
+  std::map<uint64_t, double> single_sync_appender_msgs_per_s;
+  // Stores built by open_clean and not yet consumed by open_crash, cleanly closed, by shape.
+  std::map<std::string, std::string> built_stores;
+
+  std::string RawPath() const { return root + "/raw/sequential.data"; }
+};
+
+StoreOptions MakeStoreOptions(const Context& ctx, const std::string& dir, Durability durability) {
+  StoreOptions options;
+  options.data_dirs = {dir};
+  options.durability = durability;
+  if (ctx.segment_bytes != 0) options.segment_bytes = ctx.segment_bytes;
+  options.group_commit_max_delay_us = absl::GetFlag(FLAGS_group_commit_max_delay_us);
+  if (uint64_t v = absl::GetFlag(FLAGS_group_commit_max_bytes); v != 0) {
+    options.group_commit_max_bytes = v;
+  }
+  if (uint64_t v = absl::GetFlag(FLAGS_max_in_flight_bytes); v != 0) {
+    options.max_in_flight_bytes = v;
+  }
+  options.file_system = ctx.fs;
+  return options;
+}
+
+absl::Status MakeDirectory(const std::string& dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) return absl::InternalError(absl::StrFormat("mkdir %s: %s", dir, error.message()));
+  return absl::OkStatus();
+}
+
+void RemoveTree(const std::string& path) {
+  std::error_code error;
+  std::filesystem::remove_all(path, error);
+  if (error) {
+    std::fprintf(stderr, "cairn-bench: could not remove %s: %s\n", path.c_str(),
+                 error.message().c_str());
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Store>> OpenStore(const Context& ctx, const std::string& dir,
+                                                 Durability durability) {
+  CAIRN_RETURN_IF_ERROR(MakeDirectory(dir));
+  return Store::Open(MakeStoreOptions(ctx, dir, durability));
+}
+
+absl::StatusOr<std::vector<uint64_t>> CreateLedgers(Store& store, uint32_t count) {
+  std::vector<uint64_t> ids;
+  for (uint32_t i = 0; i < count; ++i) {
+    CAIRN_ASSIGN_OR_RETURN(uint64_t id, store.CreateLedger());
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+// Counts and times the completions of one thread's AppendAsync calls.
+class Completions {
+ public:
+  // Returns the callback for the next AppendAsync; call it right before, from the issuing thread.
+  AppendCallback Track() {
+    ++issued_;
+    const Clock::time_point start = Clock::now();
+    return [this, start](absl::StatusOr<AppendResult> result) {
+      const uint64_t elapsed = Nanoseconds(Clock::now() - start);
+      std::lock_guard lock(mu_);
+      latency_ns_.Record(elapsed);
+      if (!result.ok() && status_.ok()) {
+        status_ = result.status();
+        failed_.store(true, std::memory_order_relaxed);
+      }
+      ++completed_;
+      if (completed_ == issued_target_) done_.notify_one();
+    };
+  }
+  // Waits until every tracked append has completed; the first error among them, if any.
+  absl::Status Wait() {
+    std::unique_lock lock(mu_);
+    issued_target_ = issued_;
+    done_.wait(lock, [this] { return completed_ == issued_; });
+    return status_;
+  }
+  bool failed() const { return failed_.load(std::memory_order_relaxed); }
+  // After Wait().
+  const LatencyHistogram& latency_ns() const { return latency_ns_; }
+
+ private:
+  uint64_t issued_ = 0;  // Only the issuing thread touches it.
+  std::mutex mu_;
+  std::condition_variable done_;
+  uint64_t completed_ = 0;
+  uint64_t issued_target_ = UINT64_MAX;
+  absl::Status status_;
+  LatencyHistogram latency_ns_;
+  std::atomic<bool> failed_{false};
+};
+
+// Fills `batch` with batch_entries entries, the first of them number `first_index`.
+absl::Status FillBatch(BatchBuilder& batch, const Payload& payload, uint64_t first_index,
+                       uint32_t batch_entries, uint64_t entry_bytes) {
+  batch.Reset();
+  const int64_t now_us = WallMicroseconds();
+  EntryInput entry;
+  entry.timestamp_us = now_us;
+  for (uint32_t e = 0; e < batch_entries; ++e) {
+    entry.value = payload.Value(first_index + e, entry_bytes);
+    absl::Status added = batch.Add(entry);
+    if (absl::IsResourceExhausted(added)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%d entries of %d bytes do not fit in one batch (at most %d bytes)",
+                          batch_entries, entry_bytes, kMaxBatchBytes));
+    }
+    CAIRN_RETURN_IF_ERROR(added);
+  }
+  return absl::OkStatus();
+}
+
+struct AppendOutcome {
+  uint64_t entries = 0;
+  uint64_t appends = 0;
+  uint64_t payload_bytes = 0;
+  double seconds = 0;
+  LatencyHistogram latency_ns;  // Per append.
+};
+
+// One appender thread's share: its writers and how many batches it appends.
+struct Appender {
+  Completions completions;      // Pipelined appends.
+  LatencyHistogram latency_ns;  // Blocking appends.
+  absl::Status status;
+  uint64_t batches = 0;
+  // Last, so that they are destroyed first: a writer's destructor waits for its appends, whose
+  // callbacks use `completions`.
+  std::vector<std::unique_ptr<LedgerWriter>> writers;
+};
+
+void RunAppender(Appender& appender, const Case& c, const Payload& payload, std::latch& start,
+                 Progress& progress) {
+  BatchBuilder batch;
+  start.arrive_and_wait();
+  for (uint64_t k = 0; k < appender.batches; ++k) {
+    LedgerWriter& writer = *appender.writers[k % appender.writers.size()];
+    absl::Status filled =
+        FillBatch(batch, payload, k * c.batch_entries, c.batch_entries, c.entry_bytes);
+    if (!filled.ok()) {
+      appender.status = filled;
+      break;
+    }
+    if (c.pipelined) {
+      if (appender.completions.failed()) break;
+      writer.AppendAsync(batch, appender.completions.Track());
+    } else {
+      const Clock::time_point begin = Clock::now();
+      absl::StatusOr<AppendResult> result = writer.Append(batch);
+      appender.latency_ns.Record(Nanoseconds(Clock::now() - begin));
+      if (!result.ok()) {
+        appender.status = result.status();
+        break;
+      }
+    }
+    progress.Add(c.batch_entries);
+  }
+  if (c.pipelined) {
+    absl::Status completed = appender.completions.Wait();
+    if (appender.status.ok()) appender.status = completed;
+  }
+}
+
+// Appends c.entries (rounded down to whole batches) to `ledgers` with c.appenders threads, and
+// destroys the writers before returning. Appender a writes ledgers a, a + appenders, ... in turn.
+absl::StatusOr<AppendOutcome> RunAppends(Store& store, const Case& c,
+                                         const std::vector<uint64_t>& ledgers,
+                                         const Payload& payload, Progress& progress) {
+  const uint64_t batches = c.entries / c.batch_entries;
+  std::vector<std::unique_ptr<Appender>> appenders;
+  for (uint32_t a = 0; a < c.appenders; ++a) {
+    auto appender = std::make_unique<Appender>();
+    appender->batches = batches / c.appenders + (a < batches % c.appenders ? 1 : 0);
+    for (size_t l = a; l < ledgers.size(); l += c.appenders) {
+      CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<LedgerWriter> writer, store.OpenWriter(ledgers[l]));
+      appender->writers.push_back(std::move(writer));
+    }
+    appenders.push_back(std::move(appender));
+  }
+
+  std::latch start(static_cast<ptrdiff_t>(c.appenders) + 1);
+  std::vector<std::thread> threads;
+  for (auto& appender : appenders) {
+    threads.emplace_back([&, a = appender.get()] { RunAppender(*a, c, payload, start, progress); });
+  }
+  start.arrive_and_wait();
+  const Clock::time_point begin = Clock::now();
+  for (std::thread& t : threads) t.join();
+  const Clock::time_point end = Clock::now();
+
+  AppendOutcome outcome;
+  outcome.seconds = Seconds(end - begin);
+  for (const auto& appender : appenders) {
+    CAIRN_RETURN_IF_ERROR(appender->status);
+    outcome.appends += appender->batches;
+    outcome.latency_ns.Merge(c.pipelined ? appender->completions.latency_ns()
+                                         : appender->latency_ns);
+  }
+  outcome.entries = outcome.appends * c.batch_entries;
+  outcome.payload_bytes = outcome.entries * c.entry_bytes;
+  return outcome;
+}
+
+// Bytes of stored batches in `ledgers`.
+absl::StatusOr<uint64_t> StoredBytes(Store& store, const std::vector<uint64_t>& ledgers) {
+  uint64_t bytes = 0;
+  for (uint64_t id : ledgers) {
+    CAIRN_ASSIGN_OR_RETURN(LedgerInfo info, store.GetLedgerInfo(id));
+    bytes += info.size_bytes;
+  }
+  return bytes;
+}
+
+struct ReadOutcome {
+  uint64_t entries = 0;
+  uint64_t payload_bytes = 0;
+  double seconds = 0;
+  LatencyHistogram latency_ns;  // Per Read call.
+};
+
+// Reads every ledger from its first entry to its last confirmed one, one ledger after another,
+// checking that entry ids are dense, and expects `expected_entries` in all.
+absl::StatusOr<ReadOutcome> ReadLedgers(Store& store, const std::vector<uint64_t>& ledgers,
+                                        uint64_t expected_entries, Progress& progress) {
+  ReadLimits limits;
+  limits.max_bytes = absl::GetFlag(FLAGS_read_max_bytes);
+  ReadOutcome outcome;
+  const Clock::time_point begin = Clock::now();
+  for (uint64_t id : ledgers) {
+    CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<LedgerReader> reader, store.OpenReader(id));
+    const uint64_t last = reader->last_add_confirmed();
+    if (last == kNoEntry) continue;
+    uint64_t next = 0;
+    while (next <= last) {
+      const Clock::time_point read_begin = Clock::now();
+      CAIRN_ASSIGN_OR_RETURN(ReadResult result, reader->Read(next, limits));
+      outcome.latency_ns.Record(Nanoseconds(Clock::now() - read_begin));
+      uint64_t entries = 0;
+      for (const BatchView& batch : result.batches()) {
+        if (batch.base_entry_id() != next) {
+          return absl::DataLossError(
+              absl::StrFormat("ledger %d: a read from entry %d returned a batch at entry %d", id,
+                              next, batch.base_entry_id()));
+        }
+        for (const EntryView& entry : batch) {
+          outcome.payload_bytes += entry.value.size();
+          ++entries;
+        }
+        next = batch.last_entry_id() + 1;
+      }
+      if (entries == 0) {
+        return absl::InternalError(absl::StrFormat("ledger %d: an empty read at %d", id, next));
+      }
+      outcome.entries += entries;
+      progress.Add(entries);
+    }
+  }
+  outcome.seconds = Seconds(Clock::now() - begin);
+  if (outcome.entries != expected_entries) {
+    return absl::DataLossError(absl::StrFormat("read back %d entries, %d were appended",
+                                               outcome.entries, expected_entries));
+  }
+  return outcome;
+}
+
+// Evicts the store in `dir` from the page cache (when --cold_cache) and says how cold it is.
+absl::StatusOr<CacheState> PrepareCache(const Context& ctx, const std::string& dir) {
+  CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> files, FilesUnder(dir));
+  if (ctx.cold_cache) return EvictFromPageCache(files, ctx.allow_drop_caches);
+  CacheState state;
+  CAIRN_ASSIGN_OR_RETURN(state.resident_fraction, ResidentFraction(files));
+  state.cold = state.resident_fraction <= 0.01;
+  return state;
+}
+
+void AddCacheFields(Report& r, const CacheState& cache) {
+  r.Text("cache", cache.cold ? "cold" : "warm");
+  r.Text("cache_drop", cache.method);
+  r.Number("cache_resident_pct", 100 * cache.resident_fraction, 1);
+}
+
+Headline AppendHeadline(const Case& c, const AppendOutcome& a) {
+  Headline h;
+  h.system = "cairn";
+  h.messages = a.entries;
+  h.message_bytes = c.entry_bytes;
+  h.batch = c.batch_entries;
+  h.sync = c.durability == Durability::kSync;
+  h.append_messages_per_s = static_cast<double>(a.entries) / a.seconds;
+  h.append_mb_per_s = Megabytes(static_cast<double>(a.payload_bytes)) / a.seconds;
+  h.p50_us = Micros(a.latency_ns.Percentile(50));
+  h.p99_us = Micros(a.latency_ns.Percentile(99));
+  return h;
+}
+
+// The fields that say what was run, after the headline.
+void AddSetup(Report& r, const Context& ctx, const Case& c) {
+  r.Text("name", c.name);
+  r.Text("engine", ctx.engine);
+  if (IsRaw(c.kind)) return;
+  r.Int("ledgers", c.ledgers);
+  r.Int("appenders", c.appenders);
+  if (!IsOpen(c.kind)) r.Text("api", c.pipelined ? "async" : "blocking");
+  if (ctx.segment_bytes != 0) r.Int("segment_bytes", static_cast<int64_t>(ctx.segment_bytes));
+  if (uint32_t v = absl::GetFlag(FLAGS_group_commit_max_delay_us); v != 0) {
+    r.Int("group_commit_max_delay_us", v);
+  }
+  if (uint64_t v = absl::GetFlag(FLAGS_group_commit_max_bytes); v != 0) {
+    r.Int("group_commit_max_bytes", static_cast<int64_t>(v));
+  }
+}
+
+// The far tail of a latency histogram.
+void AddTail(Report& r, const LatencyHistogram& h) {
+  r.Number("p999_us", Micros(h.Percentile(99.9)), 1);
+  r.Number("max_us", Micros(static_cast<double>(h.max())), 1);
+}
+
+// Ratios of an append to the raw limits: bandwidth always; for sync appends, the fsync loop's
+// operations per second and p99, and the entries per second of one blocking appender (sync, one
+// entry per append, entries of the same size) in this run: what group commit adds.
+void AddAppendRatios(Report& r, Context& ctx, const Case& c, const Headline& h) {
+  r.Ratio("ratio_write_bw", h.append_mb_per_s, ctx.raw.write_mb_per_s);
+  if (c.durability != Durability::kSync) return;
+  const double appends_per_s = *h.append_messages_per_s / c.batch_entries;
+  r.Ratio("ratio_fsync_ops", appends_per_s, ctx.raw.sync_ops_per_s);
+  r.Ratio("ratio_fsync_p99", h.p99_us, ctx.raw.sync_p99_us);
+  if (c.batch_entries != 1) return;
+  if (c.appenders == 1 && !c.pipelined) {
+    ctx.single_sync_appender_msgs_per_s[c.entry_bytes] = *h.append_messages_per_s;
+  } else if (auto it = ctx.single_sync_appender_msgs_per_s.find(c.entry_bytes);
+             it != ctx.single_sync_appender_msgs_per_s.end()) {
+    r.Ratio("ratio_vs_blocking_appender", h.append_messages_per_s, it->second);
+  }
+}
+
+// ---- raw cases --------------------------------------------------------------------------------
+
+Report RawReport(const Context& ctx, const Case& c, const RawResult& result, bool read, bool sync) {
+  Headline h;
+  h.system = "raw";
+  h.messages = result.operations;
+  h.message_bytes = result.operations == 0 ? 0 : result.bytes / result.operations;
+  h.batch = 1;
+  h.sync = sync;
+  const double mb_per_s = Megabytes(static_cast<double>(result.bytes)) / result.seconds;
+  if (read) {
+    h.read_mb_per_s = mb_per_s;
+  } else {
+    h.append_messages_per_s = static_cast<double>(result.operations) / result.seconds;
+    h.append_mb_per_s = mb_per_s;
+  }
+  h.p50_us = Micros(result.latency_ns.Percentile(50));
+  h.p99_us = Micros(result.latency_ns.Percentile(99));
+  Report r(h);
+  AddSetup(r, ctx, c);
+  r.Int("direct", sync ? 0 : 1);
+  r.Int("queue_depth", sync ? 1 : ctx.raw_sequential.queue_depth);
+  AddTail(r, result.latency_ns);
+  return r;
+}
+
+// The raw file, written (and not reported) if an earlier case has not made it.
+absl::Status EnsureRawFile(Context& ctx) {
+  std::error_code error;
+  if (std::filesystem::exists(ctx.RawPath(), error)) return absl::OkStatus();
+  CAIRN_RETURN_IF_ERROR(MakeDirectory(ctx.root + "/raw"));
+  return MeasureExtendingWrite(*ctx.fs, ctx.RawPath(), ctx.raw_sequential).status();
+}
+
+absl::StatusOr<Report> RunRawCase(Context& ctx, const Case& c) {
+  CAIRN_RETURN_IF_ERROR(MakeDirectory(ctx.root + "/raw"));
+  switch (c.kind) {
+    case Kind::kRawWriteExtend: {
+      RemoveTree(ctx.RawPath());
+      CAIRN_ASSIGN_OR_RETURN(RawResult result,
+                             MeasureExtendingWrite(*ctx.fs, ctx.RawPath(), ctx.raw_sequential));
+      return RawReport(ctx, c, result, /*read=*/false, /*sync=*/false);
+    }
+    case Kind::kRawWrite: {
+      CAIRN_RETURN_IF_ERROR(EnsureRawFile(ctx));
+      CAIRN_ASSIGN_OR_RETURN(RawResult result,
+                             MeasureOverwrite(*ctx.fs, ctx.RawPath(), ctx.raw_sequential));
+      Report r = RawReport(ctx, c, result, false, false);
+      ctx.raw.write_mb_per_s = Megabytes(static_cast<double>(result.bytes)) / result.seconds;
+      return r;
+    }
+    case Kind::kRawRead: {
+      CAIRN_RETURN_IF_ERROR(EnsureRawFile(ctx));
+      CAIRN_ASSIGN_OR_RETURN(RawResult result,
+                             MeasureSequentialRead(*ctx.fs, ctx.RawPath(), ctx.raw_sequential));
+      Report r = RawReport(ctx, c, result, /*read=*/true, false);
+      ctx.raw.read_mb_per_s = Megabytes(static_cast<double>(result.bytes)) / result.seconds;
+      return r;
+    }
+    case Kind::kRawSync: {
+      const std::string path = ctx.root + "/raw/sync.data";
+      RemoveTree(path);
+      absl::StatusOr<RawResult> result =
+          MeasureWriteSyncLoop(*ctx.fs, path, ctx.raw_sync_ops, ctx.raw_sync_bytes);
+      RemoveTree(path);
+      if (!result.ok()) return result.status();
+      Report r = RawReport(ctx, c, *result, false, /*sync=*/true);
+      ctx.raw.sync_ops_per_s = static_cast<double>(result->operations) / result->seconds;
+      ctx.raw.sync_p99_us = Micros(result->latency_ns.Percentile(99));
+      return r;
+    }
+    default:
+      return absl::InternalError("not a raw case");
+  }
+}
+
+// ---- cairn cases ------------------------------------------------------------------------------
+
+absl::StatusOr<Report> RunAppendCase(Context& ctx, const Case& c, const std::string& dir) {
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStore(ctx, dir, c.durability));
+  CAIRN_ASSIGN_OR_RETURN(std::vector<uint64_t> ledgers, CreateLedgers(*store, c.ledgers));
+  AppendOutcome outcome;
+  {
+    Progress progress(ctx.progress, c.name + ": appending", c.entries, "entries");
+    CAIRN_ASSIGN_OR_RETURN(outcome, RunAppends(*store, c, ledgers, *ctx.payload, progress));
+  }
+  CAIRN_ASSIGN_OR_RETURN(uint64_t stored_bytes, StoredBytes(*store, ledgers));
+  const Clock::time_point close_begin = Clock::now();
+  CAIRN_RETURN_IF_ERROR(store->Close());
+  const double close_seconds = Seconds(Clock::now() - close_begin);
+
+  const Headline h = AppendHeadline(c, outcome);
+  Report r(h);
+  AddSetup(r, ctx, c);
+  AddTail(r, outcome.latency_ns);
+  r.Number("stored_MB_per_s", Megabytes(static_cast<double>(stored_bytes)) / outcome.seconds, 1);
+  r.Number("close_ms", close_seconds * 1e3, 1);
+  std::optional<double> durable_mb_per_s;
+  if (c.durability == Durability::kAsync) {
+    durable_mb_per_s =
+        Megabytes(static_cast<double>(outcome.payload_bytes)) / (outcome.seconds + close_seconds);
+    r.Number("durable_MB_per_s", durable_mb_per_s, 1);
+  }
+  AddAppendRatios(r, ctx, c, h);
+  r.Ratio("ratio_durable_bw", durable_mb_per_s, ctx.raw.write_mb_per_s);
+  return r;
+}
+
+absl::StatusOr<Report> RunCatchUpReadCase(Context& ctx, const Case& c, const std::string& dir) {
+  std::vector<uint64_t> ledgers;
+  AppendOutcome appended;
+  {
+    CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStore(ctx, dir, c.durability));
+    CAIRN_ASSIGN_OR_RETURN(ledgers, CreateLedgers(*store, c.ledgers));
+    Progress progress(ctx.progress, c.name + ": appending", c.entries, "entries");
+    CAIRN_ASSIGN_OR_RETURN(appended, RunAppends(*store, c, ledgers, *ctx.payload, progress));
+    CAIRN_RETURN_IF_ERROR(store->Close());
+  }
+  CAIRN_ASSIGN_OR_RETURN(CacheState cache, PrepareCache(ctx, dir));
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStore(ctx, dir, c.durability));
+  ReadOutcome cold;
+  {
+    Progress progress(ctx.progress, c.name + ": reading", appended.entries, "entries");
+    CAIRN_ASSIGN_OR_RETURN(cold, ReadLedgers(*store, ledgers, appended.entries, progress));
+  }
+  ReadOutcome warm;
+  {
+    Progress progress(ctx.progress, c.name + ": reading again", appended.entries, "entries");
+    CAIRN_ASSIGN_OR_RETURN(warm, ReadLedgers(*store, ledgers, appended.entries, progress));
+  }
+  CAIRN_RETURN_IF_ERROR(store->Close());
+
+  Headline h = AppendHeadline(c, appended);
+  h.read_mb_per_s = Megabytes(static_cast<double>(cold.payload_bytes)) / cold.seconds;
+  const double warm_mb_per_s = Megabytes(static_cast<double>(warm.payload_bytes)) / warm.seconds;
+  Report r(h);
+  AddSetup(r, ctx, c);
+  AddCacheFields(r, cache);
+  r.Number("read_p50_us", Micros(cold.latency_ns.Percentile(50)), 1);
+  r.Number("read_p99_us", Micros(cold.latency_ns.Percentile(99)), 1);
+  r.Number("warm_read_MB_per_s", warm_mb_per_s, 1);
+  r.Ratio("ratio_write_bw", h.append_mb_per_s, ctx.raw.write_mb_per_s);
+  r.Ratio("ratio_read_bw", h.read_mb_per_s, ctx.raw.read_mb_per_s);
+  r.Ratio("ratio_warm_read_bw", warm_mb_per_s, ctx.raw.read_mb_per_s);
+  return r;
+}
+
+absl::StatusOr<Report> RunTailReadCase(Context& ctx, const Case& c, const std::string& dir) {
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStore(ctx, dir, c.durability));
+  CAIRN_ASSIGN_OR_RETURN(uint64_t ledger, store->CreateLedger());
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<LedgerWriter> writer, store->OpenWriter(ledger));
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<LedgerReader> reader, store->OpenReader(ledger));
+
+  const uint64_t batches = c.entries / c.batch_entries;
+  const uint64_t total_entries = batches * c.batch_entries;
+  // When the writer called Append(Async) for each batch (steady clock, ns). Published to the reader
+  // through the ledger's last-add-confirmed id, which the writer's append moves later.
+  std::vector<std::atomic<int64_t>> sent_ns(batches);
+  std::atomic<bool> writer_done{false};
+
+  LatencyHistogram lag_ns;
+  absl::Status reader_status;
+  uint64_t reads = 0;
+  std::thread tail_reader([&] {
+    ReadLimits limits;
+    limits.max_bytes = absl::GetFlag(FLAGS_read_max_bytes);
+    uint64_t next = 0;
+    while (next < total_entries) {
+      const uint64_t confirmed = reader->WaitForEntry(next, std::chrono::milliseconds(100));
+      if (confirmed == kNoEntry || confirmed < next) {
+        if (writer_done.load()) {
+          // The writer has finished; one last look, then give up.
+          if (reader->last_add_confirmed() == kNoEntry || reader->last_add_confirmed() < next) {
+            reader_status = absl::DataLossError(absl::StrFormat(
+                "the reader saw %d of %d entries after the writer finished", next, total_entries));
+            return;
+          }
+        }
+        continue;
+      }
+      absl::StatusOr<ReadResult> result = reader->Read(next, limits);
+      const int64_t now = NanosecondsNow();
+      if (!result.ok()) {
+        reader_status = result.status();
+        return;
+      }
+      ++reads;
+      for (const BatchView& batch : result->batches()) {
+        if (batch.base_entry_id() != next) {
+          reader_status = absl::DataLossError(absl::StrFormat(
+              "a read from entry %d returned a batch at entry %d", next, batch.base_entry_id()));
+          return;
+        }
+        const uint64_t index = batch.base_entry_id() / c.batch_entries;
+        const int64_t sent = sent_ns[index].load(std::memory_order_relaxed);
+        lag_ns.Record(static_cast<uint64_t>(std::max<int64_t>(0, now - sent)));
+        next = batch.last_entry_id() + 1;
+      }
+    }
+  });
+
+  Completions completions;               // The async API.
+  LatencyHistogram blocking_latency_ns;  // The blocking API.
+  absl::Status writer_status;
+  Clock::time_point begin;
+  Clock::time_point end;
+  {
+    Progress progress(ctx.progress, c.name + ": appending", total_entries, "entries");
+    BatchBuilder batch;
+    const auto period = std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(1.0 / static_cast<double>(c.tail_batches_per_s)));
+    begin = Clock::now();
+    for (uint64_t k = 0; k < batches && writer_status.ok() && !completions.failed(); ++k) {
+      std::this_thread::sleep_until(begin + period * static_cast<int64_t>(k));
+      writer_status =
+          FillBatch(batch, *ctx.payload, k * c.batch_entries, c.batch_entries, c.entry_bytes);
+      if (!writer_status.ok()) break;
+      sent_ns[k].store(NanosecondsNow(), std::memory_order_relaxed);
+      if (c.pipelined) {
+        writer->AppendAsync(batch, completions.Track());
+      } else {
+        const Clock::time_point append_begin = Clock::now();
+        writer_status = writer->Append(batch).status();
+        blocking_latency_ns.Record(Nanoseconds(Clock::now() - append_begin));
+      }
+      progress.Add(c.batch_entries);
+    }
+    absl::Status completed = completions.Wait();
+    if (writer_status.ok()) writer_status = completed;
+    end = Clock::now();
+    writer_done.store(true);
+    tail_reader.join();
+  }
+  writer.reset();
+  reader.reset();
+  CAIRN_RETURN_IF_ERROR(writer_status);
+  CAIRN_RETURN_IF_ERROR(reader_status);
+  CAIRN_RETURN_IF_ERROR(store->Close());
+
+  AppendOutcome appended;
+  appended.entries = total_entries;
+  appended.appends = batches;
+  appended.payload_bytes = total_entries * c.entry_bytes;
+  appended.seconds = Seconds(end - begin);
+  appended.latency_ns = c.pipelined ? completions.latency_ns() : blocking_latency_ns;
+  Report r(AppendHeadline(c, appended));
+  AddSetup(r, ctx, c);
+  r.Int("target_batches_per_s", static_cast<int64_t>(c.tail_batches_per_s));
+  r.Number("lag_p50_us", Micros(lag_ns.Percentile(50)), 1);
+  r.Number("lag_p99_us", Micros(lag_ns.Percentile(99)), 1);
+  r.Number("lag_max_us", Micros(static_cast<double>(lag_ns.max())), 1);
+  r.Number("batches_per_read", static_cast<double>(batches) / std::max<uint64_t>(reads, 1), 2);
+  return r;
+}
+
+// Writes a store of c.entries in c.ledgers into `dir` (async, AppendAsync) and closes it.
+absl::Status FillStore(const Context& ctx, const Case& c, const std::string& dir) {
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStore(ctx, dir, Durability::kAsync));
+  CAIRN_ASSIGN_OR_RETURN(std::vector<uint64_t> ledgers, CreateLedgers(*store, c.ledgers));
+  Case build = c;
+  build.pipelined = true;
+  build.durability = Durability::kAsync;
+  {
+    Progress progress(ctx.progress, c.name + ": building the store", c.entries, "entries");
+    CAIRN_RETURN_IF_ERROR(RunAppends(*store, build, ledgers, *ctx.payload, progress).status());
+  }
+  return store->Close();
+}
+
+// A store of c.entries in c.ledgers, cleanly closed, for the open cases: the one open_clean left
+// behind if the shape matches (taken, when `take`), or a new one.
+absl::StatusOr<std::string> BuildStore(Context& ctx, const Case& c, bool take) {
+  const std::string shape = absl::StrFormat("%dx%dB-%dx%d-%d", c.entries, c.entry_bytes,
+                                            c.batch_entries, c.ledgers, c.appenders);
+  if (auto it = ctx.built_stores.find(shape); it != ctx.built_stores.end()) {
+    std::string dir = it->second;
+    if (take) ctx.built_stores.erase(it);
+    return dir;
+  }
+  const std::string dir = ctx.root + "/store-" + shape;
+  RemoveTree(dir);
+  absl::Status built = FillStore(ctx, c, dir);
+  if (!built.ok()) {
+    if (!ctx.keep) RemoveTree(dir);
+    return built;
+  }
+  if (!take) ctx.built_stores[shape] = dir;
+  return dir;
+}
+
+struct TimedOpen {
+  double seconds = 0;
+  RecoveryReport report;
+  size_t ledgers = 0;
+};
+
+absl::StatusOr<TimedOpen> TimeOpen(const Context& ctx, const std::string& dir) {
+  TimedOpen timed;
+  const Clock::time_point begin = Clock::now();
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
+                         Store::Open(MakeStoreOptions(ctx, dir, Durability::kAsync)));
+  timed.seconds = Seconds(Clock::now() - begin);
+  timed.report = store->recovery_report();
+  timed.ledgers = store->ListLedgers().size();
+  CAIRN_RETURN_IF_ERROR(store->Close());
+  return timed;
+}
+
+Report OpenReport(const Context& ctx, const Case& c, const CacheState& cache,
+                  const TimedOpen& open) {
+  Headline h;
+  h.system = "cairn";
+  h.messages = c.entries;
+  h.message_bytes = c.entry_bytes;
+  h.batch = c.batch_entries;
+  h.sync = false;
+  Report r(h);
+  AddSetup(r, ctx, c);
+  r.Number("store_MB", Megabytes(static_cast<double>(c.entries * c.entry_bytes)), 1);
+  if (c.kind == Kind::kOpenCrash) {
+    r.Number("tail_MB", Megabytes(static_cast<double>(c.crash_tail_bytes)), 1);
+    r.Text("crash", absl::GetFlag(FLAGS_crash));
+  }
+  AddCacheFields(r, cache);
+  r.Number("open_ms", open.seconds * 1e3, 1);
+  r.Int("clean_shutdown", open.report.clean_shutdown ? 1 : 0);
+  r.Int("bytes_scanned", static_cast<int64_t>(open.report.bytes_scanned));
+  r.Int("segments_scanned", static_cast<int64_t>(open.report.segments_scanned));
+  r.Int("torn_tails_truncated", static_cast<int64_t>(open.report.torn_tails_truncated));
+  r.Int("bytes_truncated", static_cast<int64_t>(open.report.bytes_truncated));
+  if (open.report.bytes_scanned > 0) {
+    r.Number("scan_MB_per_s",
+             Megabytes(static_cast<double>(open.report.bytes_scanned)) / open.seconds, 1);
+  }
+  return r;
+}
+
+absl::Status CheckOpened(const Case& c, const TimedOpen& open, bool expect_clean) {
+  if (open.ledgers != c.ledgers) {
+    return absl::DataLossError(
+        absl::StrFormat("the reopened store has %d ledgers, not %d", open.ledgers, c.ledgers));
+  }
+  if (open.report.clean_shutdown != expect_clean) {
+    return absl::InternalError(absl::StrFormat("the store reports clean_shutdown=%d, expected %d",
+                                               open.report.clean_shutdown, expect_clean));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Report> RunOpenCleanCase(Context& ctx, const Case& c) {
+  CAIRN_ASSIGN_OR_RETURN(std::string dir, BuildStore(ctx, c, /*take=*/false));
+  CAIRN_ASSIGN_OR_RETURN(CacheState cache, PrepareCache(ctx, dir));
+  CAIRN_ASSIGN_OR_RETURN(TimedOpen open, TimeOpen(ctx, dir));
+  CAIRN_RETURN_IF_ERROR(CheckOpened(c, open, /*expect_clean=*/true));
+  return OpenReport(ctx, c, cache, open);
+}
+
+// The child of open_crash: opens the store, appends c.crash_tail_bytes of payload round-robin
+// over its ledgers (async durability: the bytes reach the page cache, which survives the
+// process), waits for every callback, and dies without closing. Never returns.
+[[noreturn]] void CrashChild(const Context& ctx, const Case& c, const std::string& dir,
+                             IoEngine engine, bool sigkill) {
+  const auto fail = [](const absl::Status& status) {
+    std::fprintf(stderr, "cairn-bench: error: open_crash child: %s\n", status.ToString().c_str());
+    std::fflush(stderr);
+    _exit(3);
+  };
+  // A file system of its own: nothing of the parent's I/O state is shared.
+  absl::StatusOr<std::unique_ptr<FileSystem>> fs = NewDiskFileSystem({.engine = engine});
+  if (!fs.ok()) fail(fs.status());
+  StoreOptions options = MakeStoreOptions(ctx, dir, Durability::kAsync);
+  options.file_system = fs->get();
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(options);
+  if (!store.ok()) fail(store.status());
+  std::vector<std::unique_ptr<LedgerWriter>> writers;
+  for (uint64_t id : (*store)->ListLedgers()) {
+    absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = (*store)->OpenWriter(id);
+    if (!writer.ok()) fail(writer.status());
+    writers.push_back(std::move(*writer));
+  }
+  if (writers.empty()) fail(absl::FailedPreconditionError("the store has no ledgers"));
+  const uint64_t batch_bytes = c.entry_bytes * c.batch_entries;
+  const uint64_t batches = std::max<uint64_t>(1, c.crash_tail_bytes / batch_bytes);
+  Completions completions;
+  BatchBuilder batch;
+  for (uint64_t k = 0; k < batches; ++k) {
+    absl::Status filled =
+        FillBatch(batch, *ctx.payload, k * c.batch_entries, c.batch_entries, c.entry_bytes);
+    if (!filled.ok()) fail(filled);
+    writers[k % writers.size()]->AppendAsync(batch, completions.Track());
+  }
+  absl::Status appended = completions.Wait();
+  if (!appended.ok()) fail(appended);
+  if (sigkill) raise(SIGKILL);
+  _exit(0);
+}
+
+absl::StatusOr<Report> RunOpenCrashCase(Context& ctx, const Case& c) {
+  const std::string how = absl::GetFlag(FLAGS_crash);
+  if (how != "sigkill" && how != "exit") {
+    return absl::InvalidArgumentError("--crash must be sigkill or exit");
+  }
+  CAIRN_ASSIGN_OR_RETURN(std::string dir, BuildStore(ctx, c, /*take=*/true));
+  CAIRN_ASSIGN_OR_RETURN(IoEngine engine, ParseIoEngine(ctx.engine));
+
+  // No thread runs here (stores are closed, no Progress is alive), so fork() is safe.
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t child = fork();
+  if (child < 0) return absl::InternalError("fork failed");
+  if (child == 0) CrashChild(ctx, c, dir, engine, how == "sigkill");
+  int status = 0;
+  if (waitpid(child, &status, 0) != child) return absl::InternalError("waitpid failed");
+  const bool died_as_planned = how == "sigkill" ? WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL
+                                                : WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (!died_as_planned) {
+    return absl::InternalError(
+        absl::StrFormat("the crashing child ended with status 0x%x", status));
+  }
+
+  CAIRN_ASSIGN_OR_RETURN(CacheState cache, PrepareCache(ctx, dir));
+  absl::StatusOr<TimedOpen> open = TimeOpen(ctx, dir);
+  if (!ctx.keep) RemoveTree(dir);
+  if (!open.ok()) return open.status();
+  CAIRN_RETURN_IF_ERROR(CheckOpened(c, *open, /*expect_clean=*/false));
+  return OpenReport(ctx, c, cache, *open);
+}
+
+absl::StatusOr<Report> RunCase(Context& ctx, const Case& c) {
+  if (IsRaw(c.kind)) return RunRawCase(ctx, c);
+  if (IsOpen(c.kind)) {
+    return c.kind == Kind::kOpenClean ? RunOpenCleanCase(ctx, c) : RunOpenCrashCase(ctx, c);
+  }
+  const std::string dir = ctx.root + "/" + c.name;
+  RemoveTree(dir);
+  absl::StatusOr<Report> report;
+  switch (c.kind) {
+    case Kind::kAppend:
+      report = RunAppendCase(ctx, c, dir);
+      break;
+    case Kind::kCatchUpRead:
+      report = RunCatchUpReadCase(ctx, c, dir);
+      break;
+    case Kind::kTailRead:
+      report = RunTailReadCase(ctx, c, dir);
+      break;
+    default:
+      report = absl::InternalError("unknown case kind");
+  }
+  if (!ctx.keep) RemoveTree(dir);
+  return report;
+}
+
+// ---- main -------------------------------------------------------------------------------------
+
+// The raw cases whose figures the ratios of `cases` need.
+std::set<Kind> RawNeeds(const std::vector<Case>& cases) {
+  std::set<Kind> needs;
+  for (const Case& c : cases) {
+    if (c.kind == Kind::kAppend || c.kind == Kind::kCatchUpRead) needs.insert(Kind::kRawWrite);
+    if (c.kind == Kind::kCatchUpRead) needs.insert(Kind::kRawRead);
+    if (c.kind == Kind::kAppend && c.durability == Durability::kSync) {
+      needs.insert(Kind::kRawSync);
+    }
+  }
+  return needs;
+}
+
+absl::StatusOr<std::vector<Case>> SelectCases() {
+  const std::vector<Case> all = AllCases();
+  std::vector<Case> selected;
+  const std::string names = absl::GetFlag(FLAGS_case);
+  if (names.empty()) {
+    const bool full = absl::GetFlag(FLAGS_full) || absl::GetFlag(FLAGS_smoke);
+    for (const Case& c : all) {
+      if (c.suite == Suite::kDefault || full) selected.push_back(c);
+    }
+  } else {
+    for (absl::string_view name : absl::StrSplit(names, ',', absl::SkipEmpty())) {
+      auto it = std::find_if(all.begin(), all.end(), [&](const Case& c) { return c.name == name; });
+      if (it == all.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("no case named '%s' (--list shows them)", name));
+      }
+      selected.push_back(*it);
+    }
+  }
+  for (Case& c : selected) {
+    if (absl::GetFlag(FLAGS_smoke)) Shrink(c);
+    CAIRN_RETURN_IF_ERROR(Override(c));
+    DeriveOpenEntries(c);
+    CAIRN_RETURN_IF_ERROR(Validate(c));
+  }
+  if (!names.empty() && absl::GetFlag(FLAGS_raw)) {
+    // Prepend the raw cases the selection's ratios need, in their usual order.
+    const std::set<Kind> needs = RawNeeds(selected);
+    std::vector<Case> with_raw;
+    for (const Case& c : all) {
+      const bool chosen = std::any_of(selected.begin(), selected.end(),
+                                      [&](const Case& s) { return s.name == c.name; });
+      if (IsRaw(c.kind) && needs.count(c.kind) != 0 && !chosen) with_raw.push_back(c);
+    }
+    with_raw.insert(with_raw.end(), selected.begin(), selected.end());
+    selected = std::move(with_raw);
+  }
+  return selected;
+}
+
+void ListCases() {
+  for (const Case& c : AllCases()) {
+    std::printf("%-28s %-8s %s\n", c.name.c_str(), c.suite == Suite::kDefault ? "default" : "full",
+                c.summary.c_str());
+  }
+}
+
+constexpr char kUsage[] = R"(end-to-end benchmarks of a cairn store on this machine's disk.
+
+Every case prints one line (one JSON object with --json) that starts
+  system=cairn case=<msgs>x<size>B batch=<B> sync=<0|1> append_msgs_per_s=..
+  append_MB_per_s=.. p50_us=.. p99_us=.. read_MB_per_s=..
+and goes on with key=value fields of its own. The machine's raw limits, measured in
+the same run through the same I/O engine, print as system=raw lines, and cairn
+figures are printed as ratios to them (ratio_write_bw, ratio_read_bw,
+ratio_fsync_ops, ratio_fsync_p99, ...): absolute figures drift between runs on
+shared machines, ratios measured in one run much less. "-" marks a figure that a
+case does not measure. MB = 10^6 bytes of entry values. p50/p99 are per append
+(blocking API: the Append call; async API: AppendAsync to its callback) from a
+log-linear histogram, within 1/128 of the exact sample. peak_rss_MB is the
+process's peak resident memory during the case.
+
+  cairn-bench                  the default suite (a few minutes at most)
+  cairn-bench --full           and the larger cases
+  cairn-bench --smoke          every case, tiny: checks the tool and the format
+  cairn-bench --case=a,b       the named cases (--list), after the raw limits
+                               they are compared with
+  cairn-bench --case=append_sync_1KiB --appenders=4 --ledgers=4   a variation
+
+Put --dir on the disk to measure (O_DIRECT does not work on tmpfs). Flags:)";
+
+int Main(int argc, char** argv) {
+  absl::FlagsUsageConfig usage_config;
+  // Show this file's flags in --help (the default matches files named after the program).
+  usage_config.contains_help_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "cairn_bench.cc");
+  };
+  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
+  usage_config.normalize_filename = [](absl::string_view file) {
+    const size_t at = file.rfind("bench/");
+    return std::string(at == absl::string_view::npos ? file : file.substr(at));
+  };
+  absl::SetFlagsUsageConfig(usage_config);
+  absl::SetProgramUsageMessage(kUsage);
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() > 1) {
+    std::fprintf(stderr, "cairn-bench: unexpected argument '%s' (see --help)\n", positional[1]);
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_list)) {
+    ListCases();
+    return 0;
+  }
+  absl::StatusOr<std::vector<Case>> cases = SelectCases();
+  if (!cases.ok()) {
+    std::fprintf(stderr, "cairn-bench: %s\n", std::string(cases.status().message()).c_str());
+    return 2;
+  }
+
+  Context ctx;
+  ctx.smoke = absl::GetFlag(FLAGS_smoke);
+  ctx.keep = absl::GetFlag(FLAGS_keep);
+  ctx.progress = isatty(STDERR_FILENO) == 1;
+  ctx.cold_cache = absl::GetFlag(FLAGS_cold_cache);
+  ctx.allow_drop_caches = absl::GetFlag(FLAGS_allow_drop_caches);
+  ctx.segment_bytes = absl::GetFlag(FLAGS_segment_bytes);
+  if (ctx.smoke && ctx.segment_bytes == 0) ctx.segment_bytes = 256 * kKiB;
+  ctx.raw_sequential.file_bytes = absl::GetFlag(FLAGS_raw_bytes);
+  ctx.raw_sequential.block_bytes = absl::GetFlag(FLAGS_raw_block_bytes);
+  ctx.raw_sequential.queue_depth = absl::GetFlag(FLAGS_raw_queue_depth);
+  ctx.raw_sync_ops = absl::GetFlag(FLAGS_raw_sync_ops);
+  ctx.raw_sync_bytes = absl::GetFlag(FLAGS_raw_sync_bytes);
+  if (ctx.smoke) {
+    ctx.raw_sequential.file_bytes = std::min<uint64_t>(ctx.raw_sequential.file_bytes, 4 * kMiB);
+    ctx.raw_sync_ops = std::min<uint64_t>(ctx.raw_sync_ops, 20);
+  }
+
+  absl::StatusOr<IoEngine> engine = ParseIoEngine(absl::GetFlag(FLAGS_engine));
+  if (!engine.ok()) {
+    std::fprintf(stderr, "cairn-bench: %s\n", std::string(engine.status().message()).c_str());
+    return 2;
+  }
+  absl::StatusOr<std::unique_ptr<FileSystem>> fs = NewDiskFileSystem({.engine = *engine});
+  if (!fs.ok()) {
+    std::fprintf(stderr, "cairn-bench: error: %s\n", fs.status().ToString().c_str());
+    return 1;
+  }
+  ctx.fs = fs->get();
+  ctx.engine = (*fs)->name();
+
+  // The data directory: given, or a fresh one under /tmp that goes away at the end.
+  std::string temporary;
+  ctx.root = absl::GetFlag(FLAGS_dir);
+  if (ctx.root.empty()) {
+    char pattern[] = "/tmp/cairn-bench-XXXXXX";
+    if (mkdtemp(pattern) == nullptr) {
+      std::perror("cairn-bench: mkdtemp");
+      return 1;
+    }
+    ctx.root = temporary = pattern;
+  } else if (absl::Status made = MakeDirectory(ctx.root); !made.ok()) {
+    std::fprintf(stderr, "cairn-bench: error: %s\n", made.ToString().c_str());
+    return 1;
+  }
+
+  uint64_t max_entry_bytes = 0;
+  for (const Case& c : *cases) max_entry_bytes = std::max(max_entry_bytes, c.entry_bytes);
+  ctx.payload = std::make_unique<Payload>(max_entry_bytes);
+
+  int failures = 0;
+  PeakMemory memory;
+  for (const Case& c : *cases) {
+    memory.Reset();
+    absl::StatusOr<Report> report = RunCase(ctx, c);
+    if (!report.ok()) {
+      std::fprintf(stderr, "cairn-bench: error: %s: %s\n", c.name.c_str(),
+                   report.status().ToString().c_str());
+      ++failures;
+      continue;
+    }
+    report->Number(memory.per_case() ? "peak_rss_MB" : "rss_hwm_MB", memory.PeakMB(), 1);
+    const std::string line = absl::GetFlag(FLAGS_json) ? report->JsonLine() : report->TextLine();
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  }
+
+  if (ctx.keep) {
+    std::fprintf(stderr, "cairn-bench: the data is in %s\n", ctx.root.c_str());
+  } else {
+    for (const auto& [shape, dir] : ctx.built_stores) RemoveTree(dir);
+    RemoveTree(ctx.root + "/raw");
+    if (!temporary.empty()) RemoveTree(temporary);
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace cairn::bench
+
+int main(int argc, char** argv) { return cairn::bench::Main(argc, argv); }

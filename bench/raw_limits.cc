@@ -1,0 +1,187 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+#include "bench/raw_limits.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "src/util/status_macros.h"
+
+namespace cairn::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+uint64_t Nanoseconds(Clock::duration d) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+}
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+struct FreeDeleter {
+  void operator()(char* p) const { std::free(p); }
+};
+using AlignedBuffer = std::unique_ptr<char[], FreeDeleter>;
+
+// `bytes` (a multiple of kDirectIoAlignment) of pseudo-random bytes, aligned for O_DIRECT.
+AlignedBuffer RandomBuffer(uint64_t bytes, uint64_t seed) {
+  AlignedBuffer buffer(static_cast<char*>(std::aligned_alloc(kDirectIoAlignment, bytes)));
+  if (buffer == nullptr) std::abort();
+  std::mt19937_64 random(seed);
+  for (uint64_t i = 0; i + sizeof(uint64_t) <= bytes; i += sizeof(uint64_t)) {
+    const uint64_t word = random();
+    std::memcpy(buffer.get() + i, &word, sizeof(word));
+  }
+  return buffer;
+}
+
+absl::Status CheckOptions(const SequentialOptions& options) {
+  if (options.block_bytes == 0 || options.block_bytes % kDirectIoAlignment != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("the raw block size (%d bytes) must be a positive multiple of %d",
+                        options.block_bytes, kDirectIoAlignment));
+  }
+  if (options.file_bytes < options.block_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("the raw file (%d bytes) must hold at least one block of %d bytes",
+                        options.file_bytes, options.block_bytes));
+  }
+  if (options.queue_depth == 0) {
+    return absl::InvalidArgumentError("the raw queue depth must be positive");
+  }
+  return absl::OkStatus();
+}
+
+// Reads or writes (op) the first file_bytes of `file` block by block, keeping queue_depth
+// requests in flight; then, for writes, one fdatasync. Every request is checked to have moved a
+// whole block.
+absl::StatusOr<RawResult> RunSequential(FileSystem& fs, File& file, IoOp op,
+                                        const SequentialOptions& options) {
+  CAIRN_RETURN_IF_ERROR(CheckOptions(options));
+  const uint64_t blocks = options.file_bytes / options.block_bytes;
+  const uint32_t depth = options.queue_depth;
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<IoQueue> queue, fs.NewQueue({.depth = depth}));
+
+  std::vector<AlignedBuffer> buffers;
+  std::vector<uint32_t> free_slots;
+  for (uint32_t slot = 0; slot < depth; ++slot) {
+    buffers.push_back(RandomBuffer(options.block_bytes, slot + 1));
+    free_slots.push_back(depth - 1 - slot);
+  }
+  std::vector<Clock::time_point> started(depth);
+  std::vector<IoCompletion> completions(depth);
+
+  RawResult result;
+  const Clock::time_point begin = Clock::now();
+  uint64_t next_block = 0;
+  uint64_t done = 0;
+  while (done < blocks) {
+    bool enqueued = false;
+    while (next_block < blocks && !free_slots.empty()) {
+      const uint32_t slot = free_slots.back();
+      free_slots.pop_back();
+      const uint64_t offset = next_block * options.block_bytes;
+      std::span<char> buffer(buffers[slot].get(), options.block_bytes);
+      if (op == IoOp::kWrite) {
+        // Every block differs from every other one.
+        std::memcpy(buffer.data(), &next_block, sizeof(next_block));
+        CAIRN_RETURN_IF_ERROR(queue->Enqueue(IoRequest::Write(&file, offset, buffer, slot)));
+      } else {
+        CAIRN_RETURN_IF_ERROR(queue->Enqueue(IoRequest::Read(&file, offset, buffer, slot)));
+      }
+      started[slot] = Clock::now();
+      ++next_block;
+      enqueued = true;
+    }
+    if (enqueued) CAIRN_RETURN_IF_ERROR(queue->Submit());
+    CAIRN_ASSIGN_OR_RETURN(size_t reaped, queue->Reap(std::span<IoCompletion>(completions), 1));
+    const Clock::time_point now = Clock::now();
+    for (size_t i = 0; i < reaped; ++i) {
+      const IoCompletion& c = completions[i];
+      CAIRN_RETURN_IF_ERROR(c.status);
+      if (c.bytes != options.block_bytes) {
+        return absl::DataLossError(absl::StrFormat("%s: %s moved %d of %d bytes", file.path(),
+                                                   op == IoOp::kWrite ? "a write" : "a read",
+                                                   c.bytes, options.block_bytes));
+      }
+      const uint32_t slot = static_cast<uint32_t>(c.tag);
+      result.latency_ns.Record(Nanoseconds(now - started[slot]));
+      free_slots.push_back(slot);
+      ++done;
+    }
+  }
+  if (op == IoOp::kWrite) CAIRN_RETURN_IF_ERROR(DataSync(*queue, file));
+  result.seconds = Seconds(Clock::now() - begin);
+  result.operations = blocks;
+  result.bytes = blocks * options.block_bytes;
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<RawResult> MeasureExtendingWrite(FileSystem& fs, const std::string& path,
+                                                const SequentialOptions& options) {
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> file,
+                         fs.OpenFile(path, {.create = true, .exclusive = true, .direct = true}));
+  return RunSequential(fs, *file, IoOp::kWrite, options);
+}
+
+absl::StatusOr<RawResult> MeasureOverwrite(FileSystem& fs, const std::string& path,
+                                           const SequentialOptions& options) {
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> file, fs.OpenFile(path, {.direct = true}));
+  CAIRN_ASSIGN_OR_RETURN(uint64_t size, file->Size());
+  if (size < options.file_bytes) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s holds %d bytes, fewer than the %d to overwrite", path, size, options.file_bytes));
+  }
+  return RunSequential(fs, *file, IoOp::kWrite, options);
+}
+
+absl::StatusOr<RawResult> MeasureSequentialRead(FileSystem& fs, const std::string& path,
+                                                const SequentialOptions& options) {
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> file,
+                         fs.OpenFile(path, {.read_only = true, .direct = true}));
+  return RunSequential(fs, *file, IoOp::kRead, options);
+}
+
+absl::StatusOr<RawResult> MeasureWriteSyncLoop(FileSystem& fs, const std::string& path,
+                                               uint64_t operations, uint64_t write_bytes) {
+  if (write_bytes == 0 || write_bytes % kDirectIoAlignment != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("the raw sync write size (%d bytes) must be a positive multiple of %d",
+                        write_bytes, kDirectIoAlignment));
+  }
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> file,
+                         fs.OpenFile(path, {.create = true, .exclusive = true}));
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<IoQueue> queue, fs.NewQueue({.depth = 2}));
+  const AlignedBuffer buffer = RandomBuffer(write_bytes, 7);
+  std::span<char> data(buffer.get(), write_bytes);
+
+  // One untimed round, so that the creation of the file is not part of the first sample.
+  CAIRN_RETURN_IF_ERROR(WriteAt(*queue, *file, 0, data));
+  CAIRN_RETURN_IF_ERROR(DataSync(*queue, *file));
+  uint64_t offset = write_bytes;
+
+  RawResult result;
+  const Clock::time_point begin = Clock::now();
+  for (uint64_t i = 0; i < operations; ++i) {
+    std::memcpy(data.data(), &i, sizeof(i));
+    const Clock::time_point start = Clock::now();
+    CAIRN_RETURN_IF_ERROR(WriteAt(*queue, *file, offset, data));
+    CAIRN_RETURN_IF_ERROR(DataSync(*queue, *file));
+    result.latency_ns.Record(Nanoseconds(Clock::now() - start));
+    offset += write_bytes;
+  }
+  result.seconds = Seconds(Clock::now() - begin);
+  result.operations = operations;
+  result.bytes = operations * write_bytes;
+  return result;
+}
+
+}  // namespace cairn::bench

@@ -1,0 +1,53 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// The machine's raw limits, measured through the same I/O seam (FileSystem and IoQueue, so the
+// same engine) that cairn uses, so that every cairn figure can be printed as a ratio to what the
+// disk does with nothing in the way.
+//
+//  - Sequential write: O_DIRECT writes of `block_bytes`, `queue_depth` in flight, over a file of
+//    `file_bytes`, then one fdatasync (inside the timing). Either extending a new file (the file
+//    system allocates blocks as it goes) or overwriting the blocks of an existing one.
+//  - Sequential read: O_DIRECT reads of the same file, so the page cache cannot help.
+//  - Write + fdatasync: a loop of (write `write_bytes` at the end of a growing file, wait,
+//    fdatasync, wait), buffered like cairn's segment files. Each iteration is one latency sample.
+//
+// Buffers are filled with pseudo-random bytes, so that a device or a virtual disk that detects
+// zero or repeated blocks gets no shortcut.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "bench/histogram.h"
+#include "cairn/io.h"
+
+namespace cairn::bench {
+
+struct RawResult {
+  uint64_t operations = 0;
+  uint64_t bytes = 0;
+  double seconds = 0;
+  LatencyHistogram latency_ns;  // One sample per operation: enqueue to completion.
+};
+
+struct SequentialOptions {
+  uint64_t file_bytes = uint64_t{256} << 20;  // Rounded down to a multiple of block_bytes.
+  uint64_t block_bytes = uint64_t{1} << 20;   // A multiple of kDirectIoAlignment.
+  uint32_t queue_depth = 8;
+};
+
+// Writes a new file at `path` (it must not exist) from start to end.
+absl::StatusOr<RawResult> MeasureExtendingWrite(FileSystem& fs, const std::string& path,
+                                                const SequentialOptions& options);
+// Overwrites the first options.file_bytes of the existing file at `path`.
+absl::StatusOr<RawResult> MeasureOverwrite(FileSystem& fs, const std::string& path,
+                                           const SequentialOptions& options);
+// Reads the first options.file_bytes of the existing file at `path`.
+absl::StatusOr<RawResult> MeasureSequentialRead(FileSystem& fs, const std::string& path,
+                                                const SequentialOptions& options);
+// `operations` rounds of write + fdatasync, appending to a new file at `path`.
+absl::StatusOr<RawResult> MeasureWriteSyncLoop(FileSystem& fs, const std::string& path,
+                                               uint64_t operations, uint64_t write_bytes);
+
+}  // namespace cairn::bench

@@ -1,0 +1,187 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// The journal: with StoreOptions::journal_dir set, group commit appends each round's batches of
+// every ledger to one journal file and syncs only that file, so one fdatasync acknowledges the
+// appends of all ledgers at once. Segments are written behind the journal without syncing and
+// are made durable at checkpoints. Batches carry their ledger id and entry ids, so the journal
+// needs no record format of its own: it is a sequence of batches.
+//
+// Recovery: every open segment is cut back to its index checkpoint (what is beyond was never
+// synced, so it is not trusted), then the journal is replayed from the CHECKPOINT record: each
+// batch that continues its ledger is appended to the ledger's segment; batches already in the
+// segments are skipped; a batch that would leave a gap is damage (kDataLoss).
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "src/ledger/segment_scan.h"
+#include "src/ledger/store_impl.h"
+#include "src/util/status_macros.h"
+
+namespace cairn::internal {
+namespace {
+
+std::string JournalName(uint64_t seq) { return HexId(seq) + ".jnl"; }
+
+}  // namespace
+
+absl::Status StoreImpl::StartJournalFile(uint64_t seq) {
+  IoQueue& queue = *worker_queue_;
+  const std::string path = absl::StrCat(options_.journal_dir, "/", JournalName(seq));
+  OpenOptions create;
+  create.create = true;
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> file, fs_->OpenFile(path, create));
+  CAIRN_RETURN_IF_ERROR(file->Truncate(0));
+  CAIRN_RETURN_IF_ERROR(WriteAt(queue, *file, 0, EncodeJournalHeader(seq)));
+  CAIRN_RETURN_IF_ERROR(DataSync(queue, *file));
+  CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, queue, options_.journal_dir));
+  journal_file_ = std::move(file);
+  journal_seq_ = seq;
+  journal_position_ = kJournalHeaderBytes;
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::Checkpoint() {
+  IoQueue& queue = *worker_queue_;
+  // 1. Every segment written since the last checkpoint: durable, with an index that covers it.
+  //    (Segments finished by a roll were synced and indexed then.)
+  for (auto& [id, ledger] : dirty_) {
+    std::lock_guard lock(ledger->mu);
+    if (ledger->deleted || ledger->segments.empty() || ledger->segments.back().sealed) continue;
+    const Segment& segment = ledger->segments.back();
+    CAIRN_RETURN_IF_ERROR(DataSync(queue, *segment.file));
+    CAIRN_RETURN_IF_ERROR(WriteSegmentIndex(queue, segment, id));
+  }
+  // 2. A new journal file, then the record that says replay starts there.
+  const uint64_t seq = journal_seq_ + 1;
+  CAIRN_RETURN_IF_ERROR(StartJournalFile(seq));
+  CAIRN_RETURN_IF_ERROR(WriteFileAtomically(queue,
+                                            absl::StrCat(options_.journal_dir, "/CHECKPOINT"),
+                                            EncodeJournalCheckpoint({seq, kJournalHeaderBytes})));
+  dirty_.clear();
+  // 3. Older journal files are no longer needed.
+  CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, fs_->ListDirectory(options_.journal_dir));
+  for (const std::string& name : names) {
+    std::optional<uint64_t> old = ParseHexName(name, ".jnl");
+    if (old.has_value() && *old < seq) {
+      CAIRN_RETURN_IF_ERROR(fs_->RemoveFile(absl::StrCat(options_.journal_dir, "/", name)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::ReplayBatch(std::span<const char> batch, const BatchHeader& header) {
+  auto it = ledgers_.find(header.ledger_id);
+  if (it == ledgers_.end()) return absl::OkStatus();  // Deleted since: nothing to restore.
+  Ledger& ledger = *it->second;
+  if (ledger.state == LedgerState::kSealed) return absl::OkStatus();  // Complete in segments.
+  const uint64_t next = ledger.next_entry_id;
+  const uint64_t end = header.base_entry_id + header.entry_count;
+  if (end <= next) return absl::OkStatus();  // Already in the segment.
+  if (header.base_entry_id != next) {
+    return absl::DataLossError(absl::StrFormat(
+        "journal: ledger %d continues at entry %d, but the journal's next batch holds entries "
+        "%d..%d",
+        ledger.id, next, header.base_entry_id, end - 1));
+  }
+  const bool need_segment = ledger.segments.empty() || ledger.segments.back().sealed;
+  if (need_segment ||
+      (ledger.segments.back().end_position > kSegmentHeaderBytes &&
+       ledger.segments.back().end_position + batch.size() > options_.segment_bytes)) {
+    CAIRN_RETURN_IF_ERROR(RollSegment(ledger, next));
+  }
+  Segment& segment = ledger.segments.back();
+  CAIRN_RETURN_IF_ERROR(WriteAt(*worker_queue_, *segment.file, segment.end_position, batch));
+  segment.max_timestamp_us = std::max(segment.max_timestamp_us, header.max_timestamp_us);
+  segment.index.push_back(IndexRecord{header.base_entry_id, segment.end_position,
+                                      static_cast<uint32_t>(batch.size()), header.entry_count,
+                                      segment.max_timestamp_us});
+  segment.end_position += batch.size();
+  segment.end_entry_id = end;
+  ledger.next_entry_id = end;
+  ledger.last_add_confirmed = end - 1;
+  dirty_[ledger.id] = it->second;
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::OpenJournal() {
+  IoQueue& queue = *worker_queue_;
+  const std::string& dir = options_.journal_dir;
+  CAIRN_ASSIGN_OR_RETURN(bool exists, fs_->Exists(dir));
+  if (!exists) {
+    if (!options_.create_if_missing) {
+      return absl::NotFoundError(absl::StrCat("journal directory ", dir, " does not exist"));
+    }
+    CAIRN_RETURN_IF_ERROR(fs_->CreateDirectory(dir));
+    CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, queue, ParentDirectory(dir)));
+  }
+  absl::StatusOr<std::unique_ptr<FileLock>> lock = fs_->LockFile(absl::StrCat(dir, "/LOCK"));
+  if (!lock.ok()) {
+    return absl::Status(
+        lock.status().code(),
+        absl::StrCat("journal directory ", dir, " is in use: ", lock.status().message()));
+  }
+  locks_.push_back(std::move(*lock));
+
+  std::optional<JournalCheckpoint> checkpoint;
+  const std::string checkpoint_path = absl::StrCat(dir, "/CHECKPOINT");
+  CAIRN_ASSIGN_OR_RETURN(bool has_checkpoint, fs_->Exists(checkpoint_path));
+  if (has_checkpoint) {
+    CAIRN_ASSIGN_OR_RETURN(std::string bytes, ReadFile(*fs_, queue, checkpoint_path));
+    absl::StatusOr<JournalCheckpoint> decoded = DecodeJournalCheckpoint(bytes);
+    if (!decoded.ok()) {
+      return absl::Status(decoded.status().code(),
+                          absl::StrCat(checkpoint_path, ": ", decoded.status().message()));
+    }
+    checkpoint = *decoded;
+  }
+  CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, fs_->ListDirectory(dir));
+  std::vector<uint64_t> seqs;
+  for (const std::string& name : names) {
+    if (auto seq = ParseHexName(name, ".jnl")) seqs.push_back(*seq);
+  }
+  std::sort(seqs.begin(), seqs.end());
+  uint64_t last_seq = checkpoint.has_value() ? checkpoint->seq : 0;
+  for (size_t k = 0; k < seqs.size(); ++k) {
+    const uint64_t seq = seqs[k];
+    if (checkpoint.has_value() && seq < checkpoint->seq) continue;  // Removed after checkpoint.
+    const std::string path = absl::StrCat(dir, "/", JournalName(seq));
+    CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> file, fs_->OpenFile(path, {}));
+    std::array<char, kJournalHeaderBytes> head{};
+    CAIRN_ASSIGN_OR_RETURN(uint64_t got, ReadAt(queue, *file, 0, std::span<char>(head)));
+    absl::StatusOr<uint64_t> header_seq =
+        DecodeJournalHeader(std::span<const char>(head.data(), got));
+    const bool last = k + 1 == seqs.size();
+    if (!header_seq.ok() || *header_seq != seq) {
+      // A journal file whose creation a crash interrupted holds nothing; anything else is damage.
+      CAIRN_ASSIGN_OR_RETURN(uint64_t size, file->Size());
+      if (last && size <= kJournalHeaderBytes) continue;
+      return absl::DataLossError(absl::StrCat(path, ": bad journal header"));
+    }
+    const uint64_t from =
+        checkpoint.has_value() && seq == checkpoint->seq ? checkpoint->offset : kJournalHeaderBytes;
+    CAIRN_ASSIGN_OR_RETURN(LogScan scan,
+                           ScanLog(queue, *file, from, std::nullopt, absl::StrCat("journal ", path),
+                                   [&](std::span<const char> batch, const BatchHeader& header,
+                                       uint64_t) -> absl::StatusOr<bool> {
+                                     CAIRN_RETURN_IF_ERROR(ReplayBatch(batch, header));
+                                     return true;
+                                   }));
+    report_.bytes_scanned += scan.bytes_scanned;
+    if (scan.valid_end < scan.file_size) {
+      if (!last) {
+        return absl::DataLossError(absl::StrFormat(
+            "journal %s: bytes %d..%d are not valid batches, and a later journal file follows",
+            path, scan.valid_end, scan.file_size));
+      }
+      ++report_.torn_tails_truncated;
+      report_.bytes_truncated += scan.file_size - scan.valid_end;
+    }
+    last_seq = std::max(last_seq, seq);
+  }
+  // Everything replayed is made durable in the segments, and the journal starts afresh.
+  journal_seq_ = last_seq;
+  return Checkpoint();
+}
+
+}  // namespace cairn::internal

@@ -1,0 +1,174 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// The journal: appends of many ledgers are made durable by syncing one journal file, segments
+// are written behind it, and recovery replays the journal from its checkpoint.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "cairn/fault_injection.h"
+#include "cairn/store.h"
+#include "test/test_util.h"
+
+namespace cairn {
+namespace {
+
+std::string Value(uint64_t ledger, uint64_t entry) {
+  return "l" + std::to_string(ledger) + "e" + std::to_string(entry) +
+         std::string(entry % 300, static_cast<char>('a' + ledger % 26));
+}
+
+AppendResult AppendOne(LedgerWriter& writer, uint64_t entry) {
+  BatchBuilder batch;
+  const std::string value = Value(writer.ledger_id(), entry);
+  REQUIRE(batch.Add({.key = std::nullopt, .value = value, .timestamp_us = int64_t(entry)}).ok());
+  absl::StatusOr<AppendResult> result = writer.Append(batch);
+  INFO(result.status().ToString());
+  REQUIRE(result.ok());
+  REQUIRE(result->first_entry_id == entry);
+  return *result;
+}
+
+void CheckLedger(Store& store, uint64_t ledger, uint64_t count) {
+  auto reader = store.OpenReader(ledger);
+  REQUIRE(reader.ok());
+  REQUIRE((*reader)->last_add_confirmed() == (count == 0 ? kNoEntry : count - 1));
+  uint64_t next = 0;
+  while (next < count) {
+    auto read = (*reader)->Read(next);
+    INFO("ledger " << ledger << " entry " << next << ": " << read.status().ToString());
+    REQUIRE(read.ok());
+    for (const BatchView& batch : read->batches()) {
+      for (const EntryView& entry : batch) {
+        REQUIRE(entry.entry_id == next);
+        REQUIRE(entry.value == Value(ledger, next));
+        ++next;
+      }
+    }
+  }
+}
+
+size_t JournalFiles(FileSystem& fs) {
+  auto names = fs.ListDirectory("/journal");
+  REQUIRE(names.ok());
+  size_t n = 0;
+  for (const std::string& name : *names)
+    n += name.size() > 4 && name.substr(name.size() - 4) == ".jnl";
+  return n;
+}
+
+struct JournalStore {
+  JournalStore() : base(NewMemoryFileSystem()) {
+    REQUIRE(base->CreateDirectory("/store").ok());
+    fault = NewFaultInjectionFileSystem(base.get());
+  }
+  StoreOptions Options() {
+    StoreOptions options;
+    options.data_dirs = {"/store"};
+    options.journal_dir = "/journal";
+    options.journal_file_bytes = kMinJournalFileBytes;
+    options.segment_bytes = kMinSegmentBytes;
+    options.file_system = fault.get();
+    options.log = NullLog();
+    return options;
+  }
+  std::unique_ptr<FileSystem> base;
+  std::unique_ptr<FaultInjectionFileSystem> fault;
+};
+
+TEST_CASE("journal: acknowledged appends are replayed from the journal after a crash",
+          "[ledger][journal]") {
+  JournalStore j;
+  constexpr int kLedgers = 5;
+  std::vector<uint64_t> ids;
+  std::vector<uint64_t> counts(kLedgers, 0);
+  {
+    auto store = Store::Open(j.Options());
+    REQUIRE(store.ok());
+    std::vector<std::unique_ptr<LedgerWriter>> writers;
+    for (int i = 0; i < kLedgers; ++i) {
+      ids.push_back(*(*store)->CreateLedger());
+      writers.push_back(std::move(*(*store)->OpenWriter(ids.back())));
+    }
+    // Enough data for several segment rolls and journal checkpoints.
+    for (int round = 0; round < 300; ++round) {
+      for (int i = 0; i < kLedgers; ++i) AppendOne(*writers[i], counts[i]++);
+    }
+    CHECK((*store)->GetLedgerInfo(ids[0])->segment_count > 1);
+    // Old journal files are dropped at checkpoints: only the current one (and at most one being
+    // replaced) remain.
+    CHECK(JournalFiles(*j.fault) <= 2);
+    // Nothing of the segments' tails was synced by the appends themselves: a crash now drops it,
+    // and recovery must rebuild it from the journal.
+    CHECK(j.fault->UnsyncedBytes() > 0);
+    CrashOptions crash;
+    crash.tear_last_write = false;
+    REQUIRE(j.fault->SimulateCrash(crash).ok());
+    j.fault->SetFaults(FaultOptions{.seed = 1,
+                                    .read_error_probability = 1,
+                                    .write_error_probability = 1,
+                                    .sync_error_probability = 1});
+    writers.clear();
+  }
+  j.fault->ClearFaults();
+  auto store = Store::Open(j.Options());
+  INFO(store.status().ToString());
+  REQUIRE(store.ok());
+  const RecoveryReport& report = (*store)->recovery_report();
+  CHECK_FALSE(report.clean_shutdown);
+  CHECK(report.bytes_scanned > 0);  // The journal tail was replayed.
+  for (int i = 0; i < kLedgers; ++i) CheckLedger(**store, ids[i], counts[i]);
+
+  // Appends continue where they stopped, and a clean close leaves nothing to replay.
+  {
+    auto writer = (*store)->OpenWriter(ids[0]);
+    REQUIRE(writer.ok());
+    AppendOne(**writer, counts[0]++);
+  }
+  REQUIRE((*store)->Close().ok());
+  store = Store::Open(j.Options());
+  REQUIRE(store.ok());
+  CHECK((*store)->recovery_report().clean_shutdown);
+  CHECK((*store)->recovery_report().bytes_scanned == 0);
+  for (int i = 0; i < kLedgers; ++i) CheckLedger(**store, ids[i], counts[i]);
+}
+
+TEST_CASE("journal: one sync acknowledges appends of many ledgers", "[ledger][journal]") {
+  JournalStore j;
+  StoreOptions options = j.Options();
+  options.group_commit_max_delay_us = 2000;  // Let all the appends below join one group.
+  auto store = Store::Open(options);
+  REQUIRE(store.ok());
+  constexpr int kLedgers = 16;
+  std::vector<std::unique_ptr<LedgerWriter>> writers;
+  for (int i = 0; i < kLedgers; ++i) {
+    writers.push_back(std::move(*(*store)->OpenWriter(*(*store)->CreateLedger())));
+    AppendOne(*writers.back(), 0);  // Creates the ledger's first segment.
+  }
+  const uint64_t syncs_before = j.fault->stats().syncs;
+  std::atomic<int> done{0};
+  std::vector<BatchBuilder> batches(kLedgers);
+  for (int i = 0; i < kLedgers; ++i) {
+    const std::string value = Value(writers[i]->ledger_id(), 1);
+    REQUIRE(batches[i].Add({.key = std::nullopt, .value = value, .timestamp_us = 1}).ok());
+  }
+  for (int i = 0; i < kLedgers; ++i) {
+    writers[i]->AppendAsync(batches[i], [&](absl::StatusOr<AppendResult> r) {
+      CHECK(r.ok());
+      ++done;
+    });
+  }
+  for (auto& w : writers) REQUIRE(w->Flush().ok());
+  CHECK(done == kLedgers);
+  // Without a journal each ledger's segment needs its own sync; with it, the group shares the
+  // journal's. (A group may split if the worker wakes early, hence "a few".)
+  const uint64_t syncs = j.fault->stats().syncs - syncs_before;
+  INFO("syncs " << syncs);
+  CHECK(syncs >= 1);
+  CHECK(syncs <= 3);
+  for (auto& w : writers) CheckLedger(**store, w->ledger_id(), 2);
+}
+
+}  // namespace
+}  // namespace cairn
