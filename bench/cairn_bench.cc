@@ -101,6 +101,9 @@ ABSL_FLAG(uint64_t, segment_bytes, 0,
           "StoreOptions::segment_bytes; 0: the store's default (256 KiB under --smoke, so that "
           "segments roll).");
 ABSL_FLAG(uint32_t, group_commit_max_delay_us, 0, "StoreOptions::group_commit_max_delay_us.");
+ABSL_FLAG(bool, journal, false,
+          "Give every store a journal (StoreOptions::journal_dir) in <case dir>/journal, on the "
+          "same device as the data here, so group commit syncs one journal file per round.");
 ABSL_FLAG(uint64_t, group_commit_max_bytes, 0,
           "StoreOptions::group_commit_max_bytes; 0: the store's default.");
 ABSL_FLAG(uint64_t, max_in_flight_bytes, 0,
@@ -495,6 +498,7 @@ StoreOptions MakeStoreOptions(const Context& ctx, const std::string& dir, Durabi
     options.max_in_flight_bytes = v;
   }
   options.file_system = ctx.fs;
+  if (absl::GetFlag(FLAGS_journal)) options.journal_dir = dir + "/journal";
   return options;
 }
 
@@ -782,6 +786,7 @@ void AddSetup(Report& r, const Context& ctx, const Case& c) {
   r.Int("appenders", c.appenders);
   if (!IsOpen(c.kind)) r.Text("api", c.pipelined ? "async" : "blocking");
   if (ctx.segment_bytes != 0) r.Int("segment_bytes", static_cast<int64_t>(ctx.segment_bytes));
+  r.Int("journal", absl::GetFlag(FLAGS_journal) ? 1 : 0);
   if (uint32_t v = absl::GetFlag(FLAGS_group_commit_max_delay_us); v != 0) {
     r.Int("group_commit_max_delay_us", v);
   }
