@@ -81,13 +81,18 @@ std::string EncodeSegmentHeader(const SegmentHeader& header) {
   EncodeFixed32(out.data() + 4, kVersion);
   EncodeFixed64(out.data() + 8, header.ledger_id);
   EncodeFixed64(out.data() + 16, header.base_entry_id);
+  EncodeFixed64(out.data() + 24, header.flags);
   Seal64(out);
   return out;
 }
 
 absl::StatusOr<SegmentHeader> DecodeSegmentHeader(std::span<const char> bytes) {
   if (absl::Status s = Check64(bytes, kSegmentMagic, "segment header"); !s.ok()) return s;
-  return SegmentHeader{DecodeFixed64(bytes.data() + 8), DecodeFixed64(bytes.data() + 16)};
+  const uint64_t flags = DecodeFixed64(bytes.data() + 24);
+  if ((flags & ~kSegmentUnsyncedAppends) != 0) {
+    return absl::DataLossError(absl::StrFormat("segment header: unknown flags 0x%x", flags));
+  }
+  return SegmentHeader{DecodeFixed64(bytes.data() + 8), DecodeFixed64(bytes.data() + 16), flags};
 }
 
 std::string EncodeIndex(const IndexHeader& header, std::span<const IndexRecord> records) {

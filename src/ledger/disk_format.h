@@ -23,8 +23,9 @@
 //   4 u32 version (1)                 4 u32 version (1)               8 u64 position in segment
 //   8 u64 ledger_id                   8 u64 ledger_id                16 u32 size (bytes)
 //  16 u64 base_entry_id              16 u64 base_entry_id            20 u32 entry_count
-//  24 u64 reserved (0) ×4            24 u64 covered_bytes            24 i64 max_timestamp_us:
-//  56 u64 checksum                   32 u64 end_entry_id                    running maximum over
+//  24 u64 flags                     24 u64 covered_bytes            24 i64 max_timestamp_us:
+//  32 u64 reserved (0) ×3            32 u64 end_entry_id
+//  56 u64 checksum                    running maximum over
 //                                    40 i64 max_timestamp_us                this batch and every
 //                                    48 u64 record_count                    earlier one of the
 //                                    56 u64 checksum (header +              ledger, so that seek
@@ -57,9 +58,16 @@ inline constexpr size_t kIndexRecordBytes = 32;
 inline constexpr size_t kLedgerMetaBytes = 64;
 inline constexpr size_t kStoreFileBytes = 64;
 
+// SegmentHeader flags.
+// The segment was written in async mode: appends were acknowledged before they were synced, so
+// after a crash what lies past its last checkpoint may have reached the disk out of order, and an
+// invalid batch there ends the segment (a lost suffix) rather than being reported as damage.
+inline constexpr uint64_t kSegmentUnsyncedAppends = 1;
+
 struct SegmentHeader {
   uint64_t ledger_id = 0;
   uint64_t base_entry_id = 0;
+  uint64_t flags = 0;
 };
 
 struct IndexRecord {

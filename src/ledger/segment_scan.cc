@@ -69,7 +69,7 @@ absl::StatusOr<std::optional<Found>> ValidBatchAt(FileWindow& window, uint64_t a
 
 absl::StatusOr<LogScan> ScanLog(IoQueue& queue, File& file, uint64_t position,
                                 std::optional<uint64_t> ledger_id, std::string_view what,
-                                const BatchVisitor& visit) {
+                                const BatchVisitor& visit, bool suffix_may_be_lost) {
   LogScan scan;
   CAIRN_ASSIGN_OR_RETURN(scan.file_size, file.Size());
   if (position > scan.file_size) {
@@ -90,7 +90,7 @@ absl::StatusOr<LogScan> ScanLog(IoQueue& queue, File& file, uint64_t position,
 
   // Something invalid at `at`. If a valid batch follows anywhere after it, the middle of the
   // file is damaged: report it. Otherwise it is a torn tail.
-  if (at < scan.file_size) {
+  if (at < scan.file_size && !suffix_may_be_lost) {
     const char magic[4] = {'C', 'R', 'N', 'B'};
     for (uint64_t from = at + 1; from + kBatchHeaderSize <= scan.file_size;) {
       const uint64_t n = std::min<uint64_t>(kReadChunkBytes, scan.file_size - from);
@@ -119,7 +119,7 @@ absl::StatusOr<LogScan> ScanLog(IoQueue& queue, File& file, uint64_t position,
 
 absl::StatusOr<SegmentScan> ScanSegment(IoQueue& queue, File& file, uint64_t ledger_id,
                                         uint64_t position, uint64_t next_entry_id,
-                                        int64_t max_timestamp_us) {
+                                        int64_t max_timestamp_us, bool suffix_may_be_lost) {
   SegmentScan segment;
   auto visit = [&](std::span<const char>, const BatchHeader& header,
                    uint64_t at) -> absl::StatusOr<bool> {
@@ -132,9 +132,9 @@ absl::StatusOr<SegmentScan> ScanSegment(IoQueue& queue, File& file, uint64_t led
     return true;
   };
   CAIRN_ASSIGN_OR_RETURN(
-      LogScan scan,
-      ScanLog(queue, file, position, ledger_id,
-              absl::StrFormat("ledger %d: segment %s", ledger_id, file.path()), visit));
+      LogScan scan, ScanLog(queue, file, position, ledger_id,
+                            absl::StrFormat("ledger %d: segment %s", ledger_id, file.path()), visit,
+                            suffix_may_be_lost));
   segment.valid_end = scan.valid_end;
   segment.file_size = scan.file_size;
   segment.bytes_scanned = scan.bytes_scanned;

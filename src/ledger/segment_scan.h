@@ -32,10 +32,11 @@ using BatchVisitor = std::function<absl::StatusOr<bool>(
 
 // Walks the batches of `file` from `position` (a batch boundary). Only batches of `ledger_id`
 // count as valid when it is given. After the first invalid batch, looks for a valid one further
-// on: found, the file is damaged (kDataLoss naming `what` and both offsets).
+// on: found, the file is damaged (kDataLoss naming `what` and both offsets) — unless
+// `suffix_may_be_lost`, when everything from the first invalid batch on is a tail to cut.
 absl::StatusOr<LogScan> ScanLog(IoQueue& queue, File& file, uint64_t position,
                                 std::optional<uint64_t> ledger_id, std::string_view what,
-                                const BatchVisitor& visit);
+                                const BatchVisitor& visit, bool suffix_may_be_lost = false);
 
 struct SegmentScan {
   std::vector<IndexRecord> records;      // The valid batches found, in order.
@@ -50,6 +51,6 @@ struct SegmentScan {
 // `next_entry_id`. `max_timestamp_us` is the running maximum before `position`.
 absl::StatusOr<SegmentScan> ScanSegment(IoQueue& queue, File& file, uint64_t ledger_id,
                                         uint64_t position, uint64_t next_entry_id,
-                                        int64_t max_timestamp_us);
+                                        int64_t max_timestamp_us, bool suffix_may_be_lost);
 
 }  // namespace cairn::internal

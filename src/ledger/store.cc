@@ -344,8 +344,11 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id) {
     } else {
       // Only the tail past the checkpoint is read. A sealed (non-last) segment is complete: its
       // index covers all of it.
-      CAIRN_ASSIGN_OR_RETURN(
-          scan, ScanSegment(*queue, *file, id, scan_from, next_entry_id, max_timestamp_us));
+      // A segment written in async mode may have reached the disk out of order past its
+      // checkpoint: there, an invalid batch ends it (a lost suffix, which async allows).
+      const bool suffix_may_be_lost = last && (header->flags & kSegmentUnsyncedAppends) != 0;
+      CAIRN_ASSIGN_OR_RETURN(scan, ScanSegment(*queue, *file, id, scan_from, next_entry_id,
+                                               max_timestamp_us, suffix_may_be_lost));
     }
     report_.bytes_scanned += scan.bytes_scanned;
     if (scan.file_size > scan_from) ++report_.segments_scanned;
@@ -738,7 +741,9 @@ absl::Status StoreImpl::CreateSegment(IoQueue& queue, Ledger& ledger, uint64_t b
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> file, fs_->OpenFile(segment.path, create));
   // A leftover from an interrupted roll holds nothing acknowledged: start it afresh.
   CAIRN_RETURN_IF_ERROR(file->Truncate(0));
-  const std::string header = EncodeSegmentHeader(SegmentHeader{ledger.id, base_entry_id});
+  const uint64_t flags =
+      options_.durability == Durability::kAsync && !journaled() ? kSegmentUnsyncedAppends : 0;
+  const std::string header = EncodeSegmentHeader(SegmentHeader{ledger.id, base_entry_id, flags});
   CAIRN_RETURN_IF_ERROR(WriteAt(queue, *file, 0, header));
   CAIRN_RETURN_IF_ERROR(DataSync(queue, *file));
   // The new file's name must survive a crash before anything in it is acknowledged.
