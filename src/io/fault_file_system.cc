@@ -264,6 +264,18 @@ class FaultFileSystem final : public FaultInjectionFileSystem {
     return helper_queue_.get();
   }
 
+  // Reads what a file holds now, through a handle of our own without O_DIRECT (the caller's
+  // may need aligned requests), so that a change can be undone.
+  absl::StatusOr<uint64_t> ReadOldBytesLocked(const std::string& path, uint64_t offset,
+                                              std::span<char> out) {
+    IoQueue* helper = HelperQueueLocked();
+    if (helper == nullptr) return absl::InternalError("fault file system: no helper queue");
+    OpenOptions read_only;
+    read_only.read_only = true;
+    CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> file, base_->OpenFile(path, read_only));
+    return ReadAt(*helper, *file, offset, out);
+  }
+
   bool Draw(double probability) {
     if (probability <= 0) return false;
     return std::uniform_real_distribution<double>(0, 1)(rng_) < probability;
@@ -464,11 +476,8 @@ std::optional<IoCompletion> FaultFileSystem::Admit(const FaultFile& file, const 
         change.new_bytes.assign(r.write_data, r.length);
         if (r.offset < node.size) {
           change.old_bytes.resize(std::min(end, node.size) - r.offset);
-          IoQueue* helper = HelperQueueLocked();
           absl::StatusOr<uint64_t> got =
-              helper == nullptr
-                  ? absl::StatusOr<uint64_t>(absl::InternalError("no helper queue"))
-                  : ReadAt(*helper, *file.base(), r.offset, std::span<char>(change.old_bytes));
+              ReadOldBytesLocked(node.path, r.offset, std::span<char>(change.old_bytes));
           change.old_bytes.resize(got.ok() ? *got : 0);
         }
       }
@@ -538,10 +547,8 @@ absl::Status FaultFileSystem::RecordTruncate(FaultFile& file, uint64_t size) {
   Change change{Change::kTruncate, file.node(), size, "", node.size, "", size};
   if (size < node.size) {
     change.old_bytes.resize(node.size - size);
-    IoQueue* helper = HelperQueueLocked();
-    if (helper == nullptr) return absl::InternalError("fault file system: no helper queue");
     CAIRN_ASSIGN_OR_RETURN(uint64_t got,
-                           ReadAt(*helper, *file.base(), size, std::span<char>(change.old_bytes)));
+                           ReadOldBytesLocked(node.path, size, std::span<char>(change.old_bytes)));
     change.old_bytes.resize(got);
   } else if (faults_.capacity_bytes != 0 &&
              total_bytes_ - node.size + size > faults_.capacity_bytes) {

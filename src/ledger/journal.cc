@@ -48,8 +48,8 @@ absl::Status StoreImpl::Checkpoint() {
   for (auto& [id, ledger] : dirty_) {
     std::lock_guard lock(ledger->mu);
     if (ledger->deleted || ledger->segments.empty() || ledger->segments.back().sealed) continue;
-    const Segment& segment = ledger->segments.back();
-    CAIRN_RETURN_IF_ERROR(DataSync(queue, *segment.file));
+    Segment& segment = ledger->segments.back();
+    CAIRN_RETURN_IF_ERROR(FinishSegmentFile(queue, segment));
     CAIRN_RETURN_IF_ERROR(WriteSegmentIndex(queue, segment, id));
   }
   // 2. A new journal file, then the record that says replay starts there.
@@ -98,6 +98,7 @@ absl::Status StoreImpl::ReplayBatch(std::span<const char> batch, const BatchHead
                                       segment.max_timestamp_us});
   segment.end_position += batch.size();
   segment.end_entry_id = end;
+  segment.tail_loaded = false;  // Written around the direct-I/O tail: reload it before use.
   ledger.next_entry_id = end;
   ledger.last_add_confirmed = end - 1;
   dirty_[ledger.id] = it->second;

@@ -90,7 +90,11 @@ absl::StatusOr<LogScan> ScanLog(IoQueue& queue, File& file, uint64_t position,
 
   // Something invalid at `at`. If a valid batch follows anywhere after it, the middle of the
   // file is damaged: report it. Otherwise it is a torn tail.
-  if (at < scan.file_size && !suffix_may_be_lost) {
+  if (at < scan.file_size && scan.file_size - at < kDirectIoAlignment) {
+    CAIRN_ASSIGN_OR_RETURN(std::span<const char> rest, window.Get(at, scan.file_size - at));
+    scan.padding_only = std::all_of(rest.begin(), rest.end(), [](char c) { return c == 0; });
+  }
+  if (at < scan.file_size && !suffix_may_be_lost && !scan.padding_only) {
     const char magic[4] = {'C', 'R', 'N', 'B'};
     for (uint64_t from = at + 1; from + kBatchHeaderSize <= scan.file_size;) {
       const uint64_t n = std::min<uint64_t>(kReadChunkBytes, scan.file_size - from);
@@ -138,6 +142,7 @@ absl::StatusOr<SegmentScan> ScanSegment(IoQueue& queue, File& file, uint64_t led
   segment.valid_end = scan.valid_end;
   segment.file_size = scan.file_size;
   segment.bytes_scanned = scan.bytes_scanned;
+  segment.padding_only = scan.padding_only;
   segment.end_entry_id = next_entry_id;
   segment.max_timestamp_us = max_timestamp_us;
   return segment;

@@ -23,6 +23,9 @@ struct LogScan {
   uint64_t valid_end = 0;      // Position after the last accepted batch.
   uint64_t file_size = 0;      // valid_end < file_size: a torn tail to truncate.
   uint64_t bytes_scanned = 0;  // Bytes read.
+  // What follows valid_end is zeros, less than one direct-I/O block: the padding of a direct
+  // write, not a torn batch.
+  bool padding_only = false;
 };
 
 // Called for each valid batch (checksum verified) at `position`. Returns true to accept it and
@@ -43,6 +46,7 @@ struct SegmentScan {
   uint64_t valid_end = 0;                // Position after the last valid batch.
   uint64_t file_size = 0;                // valid_end < file_size: a torn tail to truncate.
   uint64_t end_entry_id = 0;             // One past the last entry found.
+  bool padding_only = false;             // See LogScan.
   int64_t max_timestamp_us = INT64_MIN;  // Running maximum after the last batch found.
   uint64_t bytes_scanned = 0;
 };

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -144,6 +146,7 @@ absl::Status StoreImpl::OpenStore() {
   }
   CAIRN_ASSIGN_OR_RETURN(worker_queue_, fs_->NewQueue(IoQueueOptions{.depth = kWorkerQueueDepth}));
   report_.clean_shutdown = true;
+  direct_io_ = options_.direct_io;
   for (const std::string& dir : options_.data_dirs) CAIRN_RETURN_IF_ERROR(OpenDataDir(dir));
   report_.ledgers = ledgers_.size();
   {
@@ -353,16 +356,19 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id) {
     report_.bytes_scanned += scan.bytes_scanned;
     if (scan.file_size > scan_from) ++report_.segments_scanned;
     if (scan.valid_end < scan.file_size) {
-      if (!last) {
+      if (!last && !scan.padding_only) {
         return absl::DataLossError(
             absl::StrFormat("%s: bytes %d..%d of a sealed segment are not valid batches", seg_where,
                             scan.valid_end, scan.file_size));
       }
-      // A torn tail: the write that was in progress when the process stopped.
+      // Zero padding of a direct write, or a torn tail: the write in progress when the process
+      // stopped.
       CAIRN_RETURN_IF_ERROR(file->Truncate(scan.valid_end));
       CAIRN_RETURN_IF_ERROR(DataSync(*queue, *file));
-      ++report_.torn_tails_truncated;
-      report_.bytes_truncated += scan.file_size - scan.valid_end;
+      if (!scan.padding_only) {
+        ++report_.torn_tails_truncated;
+        report_.bytes_truncated += scan.file_size - scan.valid_end;
+      }
     }
     records.insert(records.end(), scan.records.begin(), scan.records.end());
     next_entry_id = scan.end_entry_id;
@@ -446,8 +452,8 @@ absl::Status StoreImpl::Close() {
     for (const auto& ledger : ledgers) {
       std::lock_guard lock(ledger->mu);
       if (ledger->segments.empty() || ledger->segments.back().sealed) continue;
-      const Segment& segment = ledger->segments.back();
-      if (!segments_synced()) status.Update(DataSync(*worker_queue_, *segment.file));
+      Segment& segment = ledger->segments.back();
+      status.Update(FinishSegmentFile(*worker_queue_, segment));
       if (status.ok()) status.Update(WriteSegmentIndex(*worker_queue_, segment, ledger->id));
     }
     if (status.ok() && journaled()) {
@@ -625,7 +631,7 @@ absl::StatusOr<uint64_t> StoreImpl::SealLedger(const std::shared_ptr<Ledger>& le
     // the open segment (its index, final) before the meta that says the ledger is sealed.
     if (!ledger->segments.empty() && !ledger->segments.back().sealed) {
       Segment& segment = ledger->segments.back();
-      if (!segments_synced()) CAIRN_RETURN_IF_ERROR(DataSync(*queue, *segment.file));
+      CAIRN_RETURN_IF_ERROR(FinishSegmentFile(*queue, segment));
       CAIRN_RETURN_IF_ERROR(WriteSegmentIndex(*queue, segment, ledger->id));
     }
   }
@@ -749,8 +755,58 @@ absl::Status StoreImpl::CreateSegment(IoQueue& queue, Ledger& ledger, uint64_t b
   // The new file's name must survive a crash before anything in it is acknowledged.
   CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, queue, ledger.dir));
   segment.file = std::move(file);
+  // The header is the new segment's partial first block.
+  segment.tail.assign(header.begin(), header.end());
+  segment.tail_loaded = true;
   std::lock_guard lock(ledger.mu);
   ledger.segments.push_back(std::move(segment));
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::FinishSegmentFile(IoQueue& queue, Segment& segment) {
+  CAIRN_ASSIGN_OR_RETURN(uint64_t size, segment.file->Size());
+  if (size > segment.end_position) {
+    // Zero padding of the last direct write (or a failed write's leftovers).
+    CAIRN_RETURN_IF_ERROR(segment.file->Truncate(segment.end_position));
+  } else if (segments_synced()) {
+    return absl::OkStatus();  // Every round synced it already.
+  }
+  return DataSync(queue, *segment.file);
+}
+
+absl::Status StoreImpl::PrepareDirect(Segment& segment) {
+  if (!direct_io_) return absl::OkStatus();
+  if (segment.direct_file == nullptr) {
+    OpenOptions direct;
+    direct.direct = true;
+    absl::StatusOr<std::unique_ptr<File>> file = fs_->OpenFile(segment.path, direct);
+    if (absl::IsInvalidArgument(file.status())) {
+      direct_io_ = false;
+      if (options_.log) {
+        options_.log(LogLevel::kWarning,
+                     absl::StrCat("the data directory refuses O_DIRECT; writing segments through "
+                                  "the page cache: ",
+                                  file.status().message()));
+      }
+      return absl::OkStatus();
+    }
+    if (!file.ok()) return file.status();
+    segment.direct_file = std::move(*file);
+  }
+  if (!segment.tail_loaded) return LoadTail(segment);
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::LoadTail(Segment& segment) {
+  segment.tail.resize(segment.end_position - segment.tail_start());
+  CAIRN_ASSIGN_OR_RETURN(uint64_t got, ReadAt(*worker_queue_, *segment.file, segment.tail_start(),
+                                              std::span<char>(segment.tail)));
+  if (got != segment.tail.size()) {
+    return absl::DataLossError(absl::StrFormat("%s: %d bytes missing before offset %d",
+                                               segment.path, segment.tail.size() - got,
+                                               segment.end_position));
+  }
+  segment.tail_loaded = true;
   return absl::OkStatus();
 }
 
@@ -763,13 +819,16 @@ absl::Status StoreImpl::RollSegment(Ledger& ledger, uint64_t base_entry_id) {
   }
   if (open != nullptr) {
     // Only the worker changes segments, so `open` stays put while it works.
-    if (!segments_synced()) CAIRN_RETURN_IF_ERROR(DataSync(queue, *open->file));
+    CAIRN_RETURN_IF_ERROR(FinishSegmentFile(queue, *open));
     CAIRN_RETURN_IF_ERROR(WriteSegmentIndex(queue, *open, ledger.id));
     std::lock_guard lock(ledger.mu);
     index_cache_.Put(IndexPathOf(*open),
                      std::make_shared<const std::vector<IndexRecord>>(std::move(open->index)));
     open->index.clear();
     open->sealed = true;
+    open->direct_file.reset();
+    open->tail.clear();
+    open->tail.shrink_to_fit();
   }
   return CreateSegment(queue, ledger, base_entry_id);
 }
@@ -827,6 +886,10 @@ void StoreImpl::WorkerLoop() {
 namespace {
 
 // One ledger's share of a round: its batches, coalesced into one write.
+struct FreeDeleter {
+  void operator()(char* p) const { std::free(p); }
+};
+
 struct Part {
   Ledger* ledger = nullptr;
   std::shared_ptr<File> file;
@@ -835,6 +898,29 @@ struct Part {
   std::vector<char> buffer;
   std::vector<size_t> appends;  // Indexes into the group.
   absl::Status status;
+  // Direct I/O: the segment's partial last block before `position`, and the aligned block-sized
+  // write of head + buffer + zero padding that starts at position - head.size().
+  std::shared_ptr<File> direct_file;
+  std::vector<char> head;
+  std::unique_ptr<char, FreeDeleter> aligned;
+  size_t aligned_size = 0;
+
+  // Prepares the aligned write (direct I/O only).
+  void Align() {
+    const size_t used = head.size() + buffer.size();
+    aligned_size = (used + kDirectIoAlignment - 1) / kDirectIoAlignment * kDirectIoAlignment;
+    aligned.reset(static_cast<char*>(std::aligned_alloc(kDirectIoAlignment, aligned_size)));
+    if (!head.empty()) std::memcpy(aligned.get(), head.data(), head.size());
+    if (!buffer.empty()) std::memcpy(aligned.get() + head.size(), buffer.data(), buffer.size());
+    std::memset(aligned.get() + used, 0, aligned_size - used);
+  }
+  IoRequest WriteRequest(uint64_t tag) const {
+    if (direct_file != nullptr) {
+      return IoRequest::Write(direct_file.get(), position - head.size(),
+                              std::span<const char>(aligned.get(), aligned_size), tag);
+    }
+    return IoRequest::Write(file.get(), position, buffer, tag);
+  }
 };
 
 }  // namespace
@@ -904,8 +990,19 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
         Part p;
         p.ledger = &ledger;
         p.segment_index = ledger.segments.size() - 1;
-        p.file = ledger.segments.back().file;
+        Segment& segment = ledger.segments.back();
+        p.file = segment.file;
         p.position = tail;
+        if (absl::Status direct = PrepareDirect(segment); !direct.ok()) {
+          // The segment cannot be written: fail its ledger's appends like a failed write.
+          failed_ledgers[&ledger] = direct;
+          results[end] = direct;
+          continue;
+        }
+        if (segment.direct_file != nullptr) {
+          p.direct_file = segment.direct_file;
+          p.head = segment.tail;
+        }
         found = part_of.emplace(&ledger, parts.size()).first;
         parts.push_back(std::move(p));
       }
@@ -944,7 +1041,10 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
       }
       (void)enqueued;
     };
-    run([](Part& p, size_t i) { return IoRequest::Write(p.file.get(), p.position, p.buffer, i); });
+    for (Part& p : parts) {
+      if (p.direct_file != nullptr) p.Align();
+    }
+    run([](Part& p, size_t i) { return p.WriteRequest(i); });
     // With a journal, the batches that reached their segments also go to the journal: all
     // ledgers' batches in one write, made durable by one sync.
     std::vector<char> journal;
@@ -1014,6 +1114,13 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
         position += append.bytes.size();
         segment.end_entry_id = append.first_entry_id + append.entry_count;
         results[a] = absl::OkStatus();
+      }
+      if (p.direct_file != nullptr) {
+        // Keep the new partial last block for the next direct write.
+        const uint64_t aligned_start = p.position - p.head.size();
+        const uint64_t tail_start = position & ~(kDirectIoAlignment - 1);
+        segment.tail.assign(p.aligned.get() + (tail_start - aligned_start),
+                            p.aligned.get() + (position - aligned_start));
       }
       segment.end_position = position;
       ledger.last_add_confirmed = segment.end_entry_id - 1;

@@ -43,6 +43,15 @@ struct Segment {
   // store's index cache.
   bool sealed = false;
   std::vector<IndexRecord> index;
+
+  // Direct I/O (worker only). Appends to the open segment are written with O_DIRECT in whole
+  // aligned blocks: each write starts at the block that holds the current end, so the bytes of
+  // that partial block are kept here, and the block is padded with zeros up to its end. Readers
+  // and recovery use `file`, which goes through the page cache.
+  std::shared_ptr<File> direct_file;
+  std::vector<char> tail;  // Bytes [tail_start(), end_position), once tail_loaded.
+  bool tail_loaded = false;
+  uint64_t tail_start() const { return end_position & ~(kDirectIoAlignment - 1); }
 };
 
 // A ledger's state. Guarded by `mu` except where noted.
@@ -152,6 +161,14 @@ class StoreImpl final : public Store {
   absl::Status RollSegment(Ledger& ledger, uint64_t base_entry_id);
   absl::Status WriteSegmentIndex(IoQueue& queue, const Segment& segment, uint64_t ledger_id);
   absl::Status CreateSegment(IoQueue& queue, Ledger& ledger, uint64_t base_entry_id);
+  // Makes a segment's file end exactly at its last batch (dropping direct-write padding) and
+  // durable, before an index claims to cover it.
+  absl::Status FinishSegmentFile(IoQueue& queue, Segment& segment);
+  // Opens the open segment's O_DIRECT handle and loads its partial last block, unless direct
+  // I/O is off (worker, idle queue). Turns direct I/O off if the file system refuses it.
+  absl::Status PrepareDirect(Segment& segment);
+  absl::Status LoadTail(Segment& segment);
+  bool direct_io_ = false;  // Set at open from StoreOptions::direct_io; cleared if refused.
   void FailStop(const absl::Status& cause);
 
   const StoreOptions options_;
