@@ -551,7 +551,8 @@ class Workload {
     CHECK(first.base_entry_id() <= from);
     CHECK(first.last_entry_id() >= from);
     for (const BatchView& batch : read->batches()) CheckGenerated(batch, o_.content, l.id);
-    CHECK(read->batches().back().last_entry_id() <= lac);
+    // Async appends may have moved the LAC since `lac` was read; never past the current one.
+    CHECK(read->batches().back().last_entry_id() <= reader->last_add_confirmed());
   }
 
   const WorkloadOptions o_;
