@@ -1013,33 +1013,46 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
 
     // Write every part, then sync every written segment: one round of syncs for all.
     IoQueue& queue = *worker_queue_;
+    // Runs one request per healthy part and waits for exactly those. Tags carry a round
+    // number, so that a completion left over from an earlier failure is never taken for one of
+    // this round's.
     auto run = [&](auto make_request) {
-      size_t enqueued = 0;
+      const uint64_t round = (++io_round_ & 0xffffffff) << 32;
+      size_t pending = 0;
       for (size_t i = 0; i < parts.size(); ++i) {
         if (!parts[i].status.ok()) continue;
-        absl::Status s = queue.Enqueue(make_request(parts[i], i));
+        absl::Status s = queue.Enqueue(make_request(parts[i], round | i));
         if (!s.ok()) {
           parts[i].status = s;
           continue;
         }
-        ++enqueued;
+        ++pending;
       }
-      absl::Status s = queue.Submit();
+      if (pending == 0) return;
+      absl::Status submitted = queue.Submit();
+      if (!submitted.ok()) {
+        // The queue itself broke: nothing can be trusted any more.
+        FailStop(submitted);
+        for (Part& p : parts) p.status.Update(submitted);
+        return;
+      }
       std::array<IoCompletion, 64> done;
-      while (queue.in_flight() > 0) {
+      while (pending > 0) {
         absl::StatusOr<size_t> n = queue.Reap(done, 1);
         if (!n.ok()) {
-          // The queue itself broke: nothing can be trusted any more.
           FailStop(n.status());
           for (Part& p : parts) p.status.Update(n.status());
           return;
         }
-        for (size_t k = 0; k < *n; ++k) parts[done[k].tag].status.Update(done[k].status);
+        for (size_t k = 0; k < *n; ++k) {
+          const uint64_t tag = done[k].tag;
+          if ((tag & ~uint64_t{0xffffffff}) != round) continue;  // Not from this round.
+          const size_t index = tag & 0xffffffff;
+          if (index >= parts.size()) continue;
+          parts[index].status.Update(done[k].status);
+          --pending;
+        }
       }
-      if (!s.ok()) {
-        for (Part& p : parts) p.status.Update(s);
-      }
-      (void)enqueued;
     };
     for (Part& p : parts) {
       if (p.direct_file != nullptr) p.Align();

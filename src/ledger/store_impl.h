@@ -211,6 +211,7 @@ class StoreImpl final : public Store {
 
   // Owned by the worker thread.
   std::unique_ptr<IoQueue> worker_queue_;
+  uint64_t io_round_ = 0;  // Numbers the worker's rounds of requests (see ProcessGroup).
   std::thread worker_;
 };
 
