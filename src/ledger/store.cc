@@ -886,10 +886,6 @@ void StoreImpl::WorkerLoop() {
 namespace {
 
 // One ledger's share of a round: its batches, coalesced into one write.
-struct FreeDeleter {
-  void operator()(char* p) const { std::free(p); }
-};
-
 struct Part {
   Ledger* ledger = nullptr;
   std::shared_ptr<File> file;
@@ -902,22 +898,22 @@ struct Part {
   // write of head + buffer + zero padding that starts at position - head.size().
   std::shared_ptr<File> direct_file;
   std::vector<char> head;
-  std::unique_ptr<char, FreeDeleter> aligned;
+  AlignedBuffer aligned;
   size_t aligned_size = 0;
 
   // Prepares the aligned write (direct I/O only).
   void Align() {
     const size_t used = head.size() + buffer.size();
     aligned_size = (used + kDirectIoAlignment - 1) / kDirectIoAlignment * kDirectIoAlignment;
-    aligned.reset(static_cast<char*>(std::aligned_alloc(kDirectIoAlignment, aligned_size)));
-    if (!head.empty()) std::memcpy(aligned.get(), head.data(), head.size());
-    if (!buffer.empty()) std::memcpy(aligned.get() + head.size(), buffer.data(), buffer.size());
-    std::memset(aligned.get() + used, 0, aligned_size - used);
+    char* out = aligned.Reserve(aligned_size);
+    if (!head.empty()) std::memcpy(out, head.data(), head.size());
+    if (!buffer.empty()) std::memcpy(out + head.size(), buffer.data(), buffer.size());
+    std::memset(out + used, 0, aligned_size - used);
   }
   IoRequest WriteRequest(uint64_t tag) const {
     if (direct_file != nullptr) {
       return IoRequest::Write(direct_file.get(), position - head.size(),
-                              std::span<const char>(aligned.get(), aligned_size), tag);
+                              std::span<const char>(aligned.data(), aligned_size), tag);
     }
     return IoRequest::Write(file.get(), position, buffer, tag);
   }
@@ -988,6 +984,8 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
       if (found == part_of.end()) {
         if (parts.size() == kMaxLedgersPerRound) break;
         Part p;
+        p.buffer = buffers_.Take();
+        p.aligned = buffers_.TakeAligned();
         p.ledger = &ledger;
         p.segment_index = ledger.segments.size() - 1;
         Segment& segment = ledger.segments.back();
@@ -1060,7 +1058,8 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
     run([](Part& p, size_t i) { return p.WriteRequest(i); });
     // With a journal, the batches that reached their segments also go to the journal: all
     // ledgers' batches in one write, made durable by one sync.
-    std::vector<char> journal;
+    std::vector<char>& journal = journal_buffer_;
+    journal.clear();
     if (journaled()) {
       for (const Part& p : parts) {
         if (p.status.ok()) journal.insert(journal.end(), p.buffer.begin(), p.buffer.end());
@@ -1132,8 +1131,8 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
         // Keep the new partial last block for the next direct write.
         const uint64_t aligned_start = p.position - p.head.size();
         const uint64_t tail_start = position & ~(kDirectIoAlignment - 1);
-        segment.tail.assign(p.aligned.get() + (tail_start - aligned_start),
-                            p.aligned.get() + (position - aligned_start));
+        segment.tail.assign(p.aligned.data() + (tail_start - aligned_start),
+                            p.aligned.data() + (position - aligned_start));
       }
       segment.end_position = position;
       ledger.last_add_confirmed = segment.end_entry_id - 1;
@@ -1153,6 +1152,10 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
       CompleteAppend(a, std::move(result));
     }
     begin = end;
+    for (Part& p : parts) {
+      buffers_.Give(std::move(p.buffer));
+      buffers_.GiveAligned(std::move(p.aligned));
+    }
 
     if (journaled() && journal_position_ >= options_.journal_file_bytes) {
       absl::Status checkpointed = Checkpoint();

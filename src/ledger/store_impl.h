@@ -15,6 +15,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <list>
 #include <map>
@@ -22,6 +23,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cairn/store.h"
@@ -78,6 +80,74 @@ struct Ledger {
 };
 
 class WriterImpl;
+
+// A buffer aligned for direct I/O. Movable, not copyable.
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  ~AlignedBuffer() { std::free(data_); }
+  AlignedBuffer(AlignedBuffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), capacity_(std::exchange(other.capacity_, 0)) {}
+  AlignedBuffer& operator=(AlignedBuffer&& other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(capacity_, other.capacity_);
+    return *this;
+  }
+  // At least `bytes` of aligned memory (contents unspecified).
+  char* Reserve(size_t bytes) {
+    if (bytes > capacity_) {
+      std::free(data_);
+      capacity_ = (bytes + kDirectIoAlignment - 1) / kDirectIoAlignment * kDirectIoAlignment;
+      data_ = static_cast<char*>(std::aligned_alloc(kDirectIoAlignment, capacity_));
+      if (data_ == nullptr) std::abort();  // Out of memory.
+    }
+    return data_;
+  }
+  char* data() const { return data_; }
+  size_t capacity() const { return capacity_; }
+
+ private:
+  char* data_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+// Buffers the worker reuses from round to round: allocating megabytes afresh for every round
+// costs page faults on every round. Keeps at most `budget_bytes` of spare capacity.
+class BufferPool {
+ public:
+  explicit BufferPool(uint64_t budget_bytes) : budget_bytes_(budget_bytes) {}
+  std::vector<char> Take() {
+    if (buffers_.empty()) return {};
+    std::vector<char> b = std::move(buffers_.back());
+    buffers_.pop_back();
+    spare_bytes_ -= b.capacity();
+    return b;
+  }
+  void Give(std::vector<char> b) {
+    b.clear();
+    if (b.capacity() == 0 || spare_bytes_ + b.capacity() > budget_bytes_) return;
+    spare_bytes_ += b.capacity();
+    buffers_.push_back(std::move(b));
+  }
+  AlignedBuffer TakeAligned() {
+    if (aligned_.empty()) return {};
+    AlignedBuffer b = std::move(aligned_.back());
+    aligned_.pop_back();
+    spare_bytes_ -= b.capacity();
+    return b;
+  }
+  void GiveAligned(AlignedBuffer b) {
+    if (b.capacity() == 0 || spare_bytes_ + b.capacity() > budget_bytes_) return;
+    spare_bytes_ += b.capacity();
+    aligned_.push_back(std::move(b));
+  }
+
+ private:
+  const uint64_t budget_bytes_;
+  uint64_t spare_bytes_ = 0;
+  std::vector<std::vector<char>> buffers_;
+  std::vector<AlignedBuffer> aligned_;
+};
 
 // An append on its way through the worker.
 struct PendingAppend {
@@ -212,6 +282,8 @@ class StoreImpl final : public Store {
   // Owned by the worker thread.
   std::unique_ptr<IoQueue> worker_queue_;
   uint64_t io_round_ = 0;  // Numbers the worker's rounds of requests (see ProcessGroup).
+  BufferPool buffers_{uint64_t{64} << 20};
+  std::vector<char> journal_buffer_;
   std::thread worker_;
 };
 
