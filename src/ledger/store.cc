@@ -614,6 +614,11 @@ absl::StatusOr<uint64_t> StoreImpl::Fence(uint64_t id) {
 absl::StatusOr<uint64_t> StoreImpl::SealLedger(const std::shared_ptr<Ledger>& ledger) {
   std::lock_guard meta_lock(ledger->meta_mu);
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<IoQueue> queue, NewQueue());
+  {
+    // The store's lock comes before a ledger's (see store_impl.h), so look at it first.
+    std::lock_guard store_lock(mu_);
+    if (!fail_stop_.ok()) return fail_stop_;
+  }
   uint64_t last;
   {
     std::lock_guard lock(ledger->mu);
@@ -621,10 +626,6 @@ absl::StatusOr<uint64_t> StoreImpl::SealLedger(const std::shared_ptr<Ledger>& le
     if (ledger->state == LedgerState::kSealed) return ledger->last_add_confirmed;
     if (ledger->fenced) {
       return absl::FailedPreconditionError(absl::StrCat("ledger ", ledger->id, " is fenced"));
-    }
-    {
-      std::lock_guard store_lock(mu_);
-      if (!fail_stop_.ok()) return fail_stop_;
     }
     last = ledger->last_add_confirmed;
     // The writer has nothing in flight, so the worker does not touch this ledger now: finish

@@ -575,7 +575,8 @@ TEST_CASE("ledger crash: acknowledged data survives crashes (fixed seeds)", "[le
   for (uint64_t seed = 1; seed <= 50; ++seed) RunWorkload({.seed = seed, .journal = journal});
 }
 
-TEST_CASE("ledger crash: acknowledged data survives crashes (random seed)", "[ledger][crash]") {
+TEST_CASE("ledger crash: acknowledged data survives crashes (random seed)",
+          "[ledger][crash][concurrency]") {
   const bool journal = GENERATE(false, true);
   INFO("journal " << journal);
   RunWorkload({.seed = testing::TestSeed(), .crashes = 4, .journal = journal});
