@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -108,7 +109,27 @@ struct RecoveryReport {
   uint64_t torn_tails_truncated = 0;
   uint64_t bytes_truncated = 0;
   uint64_t incomplete_ledgers_removed = 0;  // Creates or deletes interrupted by a crash.
+  // Damaged index files of finished segments, rebuilt by scanning their segment whole.
+  uint64_t indexes_rebuilt = 0;
   bool clean_shutdown = false;
+};
+
+// One damaged range found by Store::Verify().
+struct Damage {
+  uint64_t ledger_id = 0;
+  std::string file;
+  uint64_t offset = 0;          // Where in `file` the damage starts.
+  uint64_t first_entry_id = 0;  // The entries affected (as the index records them).
+  uint64_t last_entry_id = 0;
+  std::string what;
+};
+
+struct VerifyReport {
+  uint64_t ledgers = 0;
+  uint64_t segments = 0;
+  uint64_t batches = 0;
+  uint64_t bytes = 0;
+  std::vector<Damage> damage;  // Empty: every checksum and index entry checked out.
 };
 
 // Thread-safe. Destroying the store closes it (see Close()).
@@ -154,6 +175,15 @@ class Store {
   // (fail-stop). Reads keep working.
   virtual bool read_only() const = 0;
   virtual const RecoveryReport& recovery_report() const = 0;
+
+  // Reads every acknowledged batch of every ledger and checks it against its checksum and its
+  // batch index record (ledger id, entry ids, size, contiguity), and every segment header and
+  // index file. Damage is reported by ledger and range, not returned as an error; an error means
+  // the check itself could not run. `progress` (optional) is called after each segment with the
+  // bytes checked so far. Appends may continue meanwhile; what they add after the start is not
+  // checked.
+  virtual absl::StatusOr<VerifyReport> Verify(
+      std::function<void(uint64_t bytes_checked)> progress = nullptr) = 0;
 };
 
 }  // namespace cairn

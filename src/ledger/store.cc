@@ -315,19 +315,39 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id) {
     std::vector<IndexRecord> records;
     IndexHeader index_header;
     bool have_index = false;
+    std::vector<IndexRecord> checked_records;
     if (indexed.count(bases[k])) {
       CAIRN_ASSIGN_OR_RETURN(std::string idx,
                              ReadFile(*fs_, *queue, Join(dir, IndexName(bases[k]))));
       absl::StatusOr<std::vector<IndexRecord>> decoded = DecodeIndex(idx, &index_header);
-      if (!decoded.ok()) return Annotate(decoded.status(), Join(dir, IndexName(bases[k])));
-      if (index_header.ledger_id != id || index_header.base_entry_id != bases[k] ||
-          index_header.covered_bytes > size) {
-        return absl::DataLossError(absl::StrFormat(
-            "%s: its index covers %d bytes of %d, or names another ledger or segment", seg_where,
-            index_header.covered_bytes, size));
+      absl::Status index_status = decoded.status();
+      if (index_status.ok() &&
+          (index_header.ledger_id != id || index_header.base_entry_id != bases[k] ||
+           index_header.covered_bytes > size)) {
+        index_status = absl::DataLossError(
+            absl::StrFormat("its index covers %d bytes of %d, or names another ledger or segment",
+                            index_header.covered_bytes, size));
       }
+      if (!index_status.ok()) {
+        // An index is derived data. A finished segment's can be rebuilt by scanning it whole
+        // (and must then check out batch by batch); an open segment's is a checkpoint that,
+        // with a journal, nothing else can replace.
+        if (last && journaled()) return Annotate(index_status, Join(dir, IndexName(bases[k])));
+        if (options_.log) {
+          options_.log(LogLevel::kWarning,
+                       absl::StrCat(seg_where, ": rebuilding its damaged index (",
+                                    index_status.message(), ")"));
+        }
+        CAIRN_RETURN_IF_ERROR(fs_->RemoveFile(Join(dir, IndexName(bases[k]))));
+        indexed.erase(bases[k]);
+        ++report_.indexes_rebuilt;
+      } else {
+        checked_records = std::move(*decoded);
+      }
+    }
+    if (indexed.count(bases[k])) {
       have_index = true;
-      records = std::move(*decoded);
+      records = std::move(checked_records);
       scan_from = index_header.covered_bytes;
       next_entry_id = index_header.end_entry_id;
       max_timestamp_us = std::max(max_timestamp_us, index_header.max_timestamp_us);

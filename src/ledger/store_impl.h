@@ -197,6 +197,7 @@ class StoreImpl final : public Store {
   absl::StatusOr<std::unique_ptr<LedgerReader>> OpenReader(uint64_t id) override;
   absl::StatusOr<uint64_t> Fence(uint64_t id) override;
   bool read_only() const override;
+  absl::StatusOr<VerifyReport> Verify(std::function<void(uint64_t)> progress) override;
   const RecoveryReport& recovery_report() const override { return report_; }
 
   // --- For writers and readers ---
