@@ -23,23 +23,22 @@ class ReadResultBuilder {
 
 namespace {
 
-absl::StatusOr<AppendResult> Wait(LedgerWriter& writer,
-                                  const std::function<void(AppendCallback)>& append) {
+// Runs an asynchronous append and waits for its callback.
+absl::StatusOr<AppendResult> Wait(const std::function<void(AppendCallback)>& append) {
   std::promise<absl::StatusOr<AppendResult>> promise;
   std::future<absl::StatusOr<AppendResult>> future = promise.get_future();
   append([&promise](absl::StatusOr<AppendResult> result) { promise.set_value(std::move(result)); });
-  (void)writer;
   return future.get();
 }
 
 }  // namespace
 
 absl::StatusOr<AppendResult> LedgerWriter::Append(BatchBuilder& batch) {
-  return Wait(*this, [&](AppendCallback done) { AppendAsync(batch, std::move(done)); });
+  return Wait([&](AppendCallback done) { AppendAsync(batch, std::move(done)); });
 }
 
 absl::StatusOr<AppendResult> LedgerWriter::Append(std::span<const char> batch) {
-  return Wait(*this, [&](AppendCallback done) { AppendAsync(batch, std::move(done)); });
+  return Wait([&](AppendCallback done) { AppendAsync(batch, std::move(done)); });
 }
 
 namespace internal {

@@ -34,47 +34,24 @@
 #include "cairn/io.h"
 #include "cairn/ledger.h"
 #include "cairn/store.h"
+#include "test/ledger/ledger_test_util.h"
 #include "test/test_util.h"
 
 namespace cairn {
 namespace {
 
 using absl::StatusCode;
-
-template <typename T>
-StatusCode CodeOf(const absl::StatusOr<T>& value) {
-  return value.status().code();
-}
-
-template <typename T>
-T Unwrap(absl::StatusOr<T> value) {
-  INFO(value.status().ToString());
-  REQUIRE(value.ok());
-  return std::move(*value);
-}
+using testing::CodeOf;
+using testing::Entry;
+using testing::Mix;
+using testing::ToEntry;
+using testing::Unwrap;
 
 // ---- deterministic content ----------------------------------------------------------------------
-
-// SplitMix64's finaliser: a cheap, well-mixed hash.
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111eb;
-  return x ^ (x >> 31);
-}
 
 struct ContentSpec {
   size_t min_value_bytes = 0;
   size_t max_value_bytes = 300;
-};
-
-struct Entry {
-  std::optional<std::string> key;
-  std::string value;
-  int64_t timestamp_us = 0;
-  std::vector<std::pair<std::string, std::string>> headers;
-
-  bool operator==(const Entry&) const = default;
 };
 
 // Entry `id` of ledger `ledger`: a function of the two ids (and the spec) only.
@@ -91,17 +68,6 @@ Entry Generated(const ContentSpec& spec, uint64_t ledger, uint64_t id) {
   entry.timestamp_us = 1'767'225'600'000'000 + static_cast<int64_t>(id * 1000 + (h >> 54));
   if (h & 0x200)
     entry.headers = {{"ledger", std::to_string(ledger)}, {"entry", std::to_string(id)}};
-  return entry;
-}
-
-Entry ToEntry(const EntryView& view) {
-  Entry entry;
-  if (view.key.has_value()) entry.key = std::string(*view.key);
-  entry.value = std::string(view.value);
-  entry.timestamp_us = view.timestamp_us;
-  for (const auto& [name, value] : view.headers) {
-    entry.headers.emplace_back(std::string(name), std::string(value));
-  }
   return entry;
 }
 

@@ -35,23 +35,19 @@
 #include "cairn/batch.h"
 #include "cairn/ledger.h"
 #include "cairn/store.h"
+#include "test/ledger/ledger_test_util.h"
 #include "test/test_util.h"
 
 namespace cairn {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::Mix;
+using testing::Unwrap;
 using Clock = std::chrono::steady_clock;
 
 // Ledgers the child appends to.
 constexpr size_t kLedgers = 3;
-
-template <typename T>
-T Unwrap(absl::StatusOr<T> value) {
-  INFO(value.status().ToString());
-  REQUIRE(value.ok());
-  return std::move(*value);
-}
 
 StoreOptions OptionsFor(const std::string& dir) {
   StoreOptions options;
@@ -62,13 +58,6 @@ StoreOptions OptionsFor(const std::string& dir) {
 }
 
 // ---- deterministic content ----------------------------------------------------------------------
-
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111eb;
-  return x ^ (x >> 31);
-}
 
 // The value of entry `id` of `ledger`: 0 to 300 bytes, a function of the two ids only. Keys and
 // timestamps are derived from the ids too.

@@ -27,48 +27,27 @@
 #include "cairn/batch.h"
 #include "cairn/io.h"
 #include "cairn/ledger.h"
+#include "test/ledger/ledger_test_util.h"
 #include "test/test_util.h"
 
 namespace cairn {
 namespace {
 
 using absl::StatusCode;
+using testing::CodeOf;
+using testing::Entry;
+using testing::ToEntry;
+using testing::Unwrap;
 using namespace std::chrono_literals;
 
 constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 constexpr int64_t kBaseTimestampUs = 1'767'225'600'000'000;  // 2026-01-01T00:00:00Z
 
-StatusCode CodeOf(const absl::Status& status) { return status.code(); }
-template <typename T>
-StatusCode CodeOf(const absl::StatusOr<T>& value) {
-  return value.status().code();
-}
 
 std::span<const char> Bytes(const std::string& s) { return {s.data(), s.size()}; }
 
 // ---- entries ------------------------------------------------------------------------------------
-
-// An entry that owns its bytes, to build batches from and to compare with what is read back.
-struct Entry {
-  std::optional<std::string> key;
-  std::string value;
-  int64_t timestamp_us = 0;
-  std::vector<std::pair<std::string, std::string>> headers;
-
-  bool operator==(const Entry&) const = default;
-};
-
-Entry ToEntry(const EntryView& view) {
-  Entry entry;
-  if (view.key.has_value()) entry.key = std::string(*view.key);
-  entry.value = std::string(view.value);
-  entry.timestamp_us = view.timestamp_us;
-  for (const auto& [name, value] : view.headers) {
-    entry.headers.emplace_back(std::string(name), std::string(value));
-  }
-  return entry;
-}
 
 // Usable from any thread (Catch2's assertions are not).
 absl::Status TryAddEntry(BatchBuilder& builder, const Entry& entry) {
@@ -198,13 +177,6 @@ absl::StatusOr<AppendResult> AppendAndWait(LedgerWriter& writer, std::span<const
 }
 
 // ---- stores -------------------------------------------------------------------------------------
-
-template <typename T>
-T Unwrap(absl::StatusOr<T> value) {
-  INFO(value.status().ToString());
-  REQUIRE(value.ok());
-  return std::move(*value);
-}
 
 // A store on an in-memory file system, with its data in "/store".
 class MemoryStore {
