@@ -132,22 +132,14 @@ struct VerifyReport {
   std::vector<Damage> damage;  // Empty: every checksum and index entry checked out.
 };
 
-// Thread-safe. Destroying the store closes it (see Close()).
-class Store {
+// The ledgers' interface, as streams use it: a local Store implements it, and so will a client
+// of ledgers replicated on store nodes. Thread-safe.
+class LedgerSet {
  public:
-  // Opens (or creates) the store in options.data_dirs, recovering after a crash. Only one Store
-  // may have the directories open: a second Open, from this process or another, fails with
-  // kFailedPrecondition. Damage that is not a torn tail: kDataLoss.
-  static absl::StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options);
-
-  virtual ~Store() = default;
-  Store() = default;
-  Store(const Store&) = delete;
-  Store& operator=(const Store&) = delete;
-
-  // Waits for appends in flight, syncs, writes checkpoints so that the next Open scans nothing,
-  // and releases the directories. Writers and readers must be destroyed before the store.
-  virtual absl::Status Close() = 0;
+  virtual ~LedgerSet() = default;
+  LedgerSet() = default;
+  LedgerSet(const LedgerSet&) = delete;
+  LedgerSet& operator=(const LedgerSet&) = delete;
 
   // Creates an empty, open ledger with the given id, or with a store-assigned one (one above the
   // highest id ever created in this store, so a deleted ledger's id is never assigned again).
@@ -170,6 +162,21 @@ class Store {
   // yet written, and all later ones, fail with kFailedPrecondition. What was acknowledged stays.
   // Returns the last add confirmed at the moment of fencing.
   virtual absl::StatusOr<uint64_t> Fence(uint64_t id) = 0;
+};
+
+// Thread-safe. Destroying the store closes it (see Close()).
+class Store : public LedgerSet {
+ public:
+  // Opens (or creates) the store in options.data_dirs, recovering after a crash. Only one Store
+  // may have the directories open: a second Open, from this process or another, fails with
+  // kFailedPrecondition. Damage that is not a torn tail: kDataLoss.
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options);
+
+  ~Store() override = default;
+
+  // Waits for appends in flight, syncs, writes checkpoints so that the next Open scans nothing,
+  // and releases the directories. Writers and readers must be destroyed before the store.
+  virtual absl::Status Close() = 0;
 
   // True after an fsync failure or another error after which nothing more can be acknowledged
   // (fail-stop). Reads keep working.
