@@ -72,6 +72,8 @@
 #include "cairn/batch.h"
 #include "cairn/io.h"
 #include "cairn/ledger.h"
+#include "cairn/metadata.h"
+#include "cairn/stream.h"
 #include "cairn/store.h"
 #include "src/util/status_macros.h"
 
@@ -205,6 +207,10 @@ struct Case {
   uint32_t appenders = 1;
   Durability durability = Durability::kAsync;
   bool pipelined = true;            // AppendAsync back to back; else blocking Append.
+  // Append through streams (one per ledger) instead of to ledgers, and compare with the named
+  // ledger case of this run (ratio_vs_ledger).
+  bool through_streams = false;
+  std::string ledger_baseline = {};
   uint64_t tail_batches_per_s = 0;  // read_tail: the writer's pace.
   uint64_t store_bytes = 0;         // open_*: payload bytes in the store.
   uint64_t crash_tail_bytes = 0;    // open_crash: payload the child appends before dying.
@@ -242,6 +248,13 @@ std::vector<Case> AllCases() {
        .entries = kMiB,
        .entry_bytes = kKiB,
        .batch_entries = 64});
+  add({.name = "append_stream_async_100B",
+       .summary = "append_async_100B through a stream (roll-overs at 256 MiB included)",
+       .entries = 5'000'000,
+       .entry_bytes = 100,
+       .batch_entries = 100,
+       .through_streams = true,
+       .ledger_baseline = "append_async_100B"});
   add({.name = "append_sync_1KiB",
        .summary = "sync, one appender, one 1 KiB entry per blocking Append",
        .entries = 10'000,
@@ -479,6 +492,8 @@ struct Context {
   // Entries per second of the last sync case with one blocking appender and one entry per
   // append, by entry size: what ratio_vs_blocking_appender compares other sync cases with.
   std::map<uint64_t, double> single_sync_appender_msgs_per_s;
+  // Entries per second of each append case so far, for ratio_vs_ledger.
+  std::map<std::string, double> append_msgs_per_s;
   // Stores built by open_clean and not yet consumed by open_crash, cleanly closed, by shape.
   std::map<std::string, std::string> built_stores;
 
@@ -602,6 +617,41 @@ struct AppendOutcome {
   LatencyHistogram latency_ns;  // Per append.
 };
 
+// Where an appender's batches go: a ledger's writer, or a stream.
+class AppendTarget {
+ public:
+  virtual ~AppendTarget() = default;
+  virtual void AppendAsync(BatchBuilder& batch, AppendCallback done) = 0;
+  virtual absl::Status Append(BatchBuilder& batch) = 0;
+};
+
+class LedgerTarget final : public AppendTarget {
+ public:
+  explicit LedgerTarget(std::unique_ptr<LedgerWriter> writer) : writer_(std::move(writer)) {}
+  void AppendAsync(BatchBuilder& batch, AppendCallback done) override {
+    writer_->AppendAsync(batch, std::move(done));
+  }
+  absl::Status Append(BatchBuilder& batch) override { return writer_->Append(batch).status(); }
+
+ private:
+  std::unique_ptr<LedgerWriter> writer_;
+};
+
+class StreamTarget final : public AppendTarget {
+ public:
+  explicit StreamTarget(Stream* stream) : stream_(stream) {}
+  void AppendAsync(BatchBuilder& batch, AppendCallback done) override {
+    stream_->AppendAsync(batch, [done = std::move(done)](absl::StatusOr<StreamAppendResult> r) {
+      if (!r.ok()) return done(r.status());
+      done(AppendResult{.first_entry_id = r->first_offset, .last_entry_id = r->last_offset});
+    });
+  }
+  absl::Status Append(BatchBuilder& batch) override { return stream_->Append(batch).status(); }
+
+ private:
+  Stream* stream_;
+};
+
 // One appender thread's share: its writers and how many batches it appends.
 struct Appender {
   Completions completions;      // Pipelined appends.
@@ -610,7 +660,7 @@ struct Appender {
   uint64_t batches = 0;
   // Last, so that they are destroyed first: a writer's destructor waits for its appends, whose
   // callbacks use `completions`.
-  std::vector<std::unique_ptr<LedgerWriter>> writers;
+  std::vector<std::unique_ptr<AppendTarget>> writers;
 };
 
 void RunAppender(Appender& appender, const Case& c, const Payload& payload, std::latch& start,
@@ -618,7 +668,7 @@ void RunAppender(Appender& appender, const Case& c, const Payload& payload, std:
   BatchBuilder batch;
   start.arrive_and_wait();
   for (uint64_t k = 0; k < appender.batches; ++k) {
-    LedgerWriter& writer = *appender.writers[k % appender.writers.size()];
+    AppendTarget& writer = *appender.writers[k % appender.writers.size()];
     absl::Status filled =
         FillBatch(batch, payload, k * c.batch_entries, c.batch_entries, c.entry_bytes);
     if (!filled.ok()) {
@@ -630,10 +680,10 @@ void RunAppender(Appender& appender, const Case& c, const Payload& payload, std:
       writer.AppendAsync(batch, appender.completions.Track());
     } else {
       const Clock::time_point begin = Clock::now();
-      absl::StatusOr<AppendResult> result = writer.Append(batch);
+      absl::Status result = writer.Append(batch);
       appender.latency_ns.Record(Nanoseconds(Clock::now() - begin));
       if (!result.ok()) {
-        appender.status = result.status();
+        appender.status = result;
         break;
       }
     }
@@ -645,19 +695,25 @@ void RunAppender(Appender& appender, const Case& c, const Payload& payload, std:
   }
 }
 
-// Appends c.entries (rounded down to whole batches) to `ledgers` with c.appenders threads, and
-// destroys the writers before returning. Appender a writes ledgers a, a + appenders, ... in turn.
+// Appends c.entries (rounded down to whole batches) to `ledgers` (or to `streams`, if given) with
+// c.appenders threads, and destroys the writers before returning. Appender a writes ledgers a,
+// a + appenders, ... in turn.
 absl::StatusOr<AppendOutcome> RunAppends(Store& store, const Case& c,
                                          const std::vector<uint64_t>& ledgers,
-                                         const Payload& payload, Progress& progress) {
+                                         const Payload& payload, Progress& progress,
+                                         const std::vector<Stream*>& streams = {}) {
   const uint64_t batches = c.entries / c.batch_entries;
   std::vector<std::unique_ptr<Appender>> appenders;
   for (uint32_t a = 0; a < c.appenders; ++a) {
     auto appender = std::make_unique<Appender>();
     appender->batches = batches / c.appenders + (a < batches % c.appenders ? 1 : 0);
     for (size_t l = a; l < ledgers.size(); l += c.appenders) {
+      if (!streams.empty()) {
+        appender->writers.push_back(std::make_unique<StreamTarget>(streams[l]));
+        continue;
+      }
       CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<LedgerWriter> writer, store.OpenWriter(ledgers[l]));
-      appender->writers.push_back(std::move(writer));
+      appender->writers.push_back(std::make_unique<LedgerTarget>(std::move(writer)));
     }
     appenders.push_back(std::move(appender));
   }
@@ -899,13 +955,45 @@ absl::StatusOr<Report> RunRawCase(Context& ctx, const Case& c) {
 
 absl::StatusOr<Report> RunAppendCase(Context& ctx, const Case& c, const std::string& dir) {
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStore(ctx, dir, c.durability));
-  CAIRN_ASSIGN_OR_RETURN(std::vector<uint64_t> ledgers, CreateLedgers(*store, c.ledgers));
+  std::vector<uint64_t> ledgers;
+  std::unique_ptr<MetadataStore> metadata;
+  std::unique_ptr<Streams> streams;
+  std::vector<std::unique_ptr<Stream>> open_streams;
+  std::vector<Stream*> stream_pointers;
+  if (c.through_streams) {
+    LocalMetadataOptions meta;
+    meta.dir = dir + "/meta";
+    meta.file_system = ctx.fs;
+    CAIRN_ASSIGN_OR_RETURN(metadata, OpenLocalMetadataStore(meta));
+    streams = std::make_unique<Streams>(store.get(), metadata.get());
+    for (uint32_t i = 0; i < c.ledgers; ++i) {
+      CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream,
+                             streams->Create(absl::StrFormat("stream-%d", i)));
+      stream_pointers.push_back(stream.get());
+      open_streams.push_back(std::move(stream));
+      ledgers.push_back(i);  // Placeholders: one target each.
+    }
+  } else {
+    CAIRN_ASSIGN_OR_RETURN(ledgers, CreateLedgers(*store, c.ledgers));
+  }
   AppendOutcome outcome;
   {
     Progress progress(ctx.progress, c.name + ": appending", c.entries, "entries");
-    CAIRN_ASSIGN_OR_RETURN(outcome, RunAppends(*store, c, ledgers, *ctx.payload, progress));
+    CAIRN_ASSIGN_OR_RETURN(
+        outcome, RunAppends(*store, c, ledgers, *ctx.payload, progress, stream_pointers));
   }
-  CAIRN_ASSIGN_OR_RETURN(uint64_t stored_bytes, StoredBytes(*store, ledgers));
+  uint64_t stored_bytes = 0;
+  if (c.through_streams) {
+    for (auto& stream : open_streams) {
+      stored_bytes += stream->stats().size_bytes;
+      CAIRN_RETURN_IF_ERROR(stream->Close());
+    }
+    open_streams.clear();
+    streams.reset();
+    metadata.reset();
+  } else {
+    CAIRN_ASSIGN_OR_RETURN(stored_bytes, StoredBytes(*store, ledgers));
+  }
   const Clock::time_point close_begin = Clock::now();
   CAIRN_RETURN_IF_ERROR(store->Close());
   const double close_seconds = Seconds(Clock::now() - close_begin);
@@ -924,6 +1012,11 @@ absl::StatusOr<Report> RunAppendCase(Context& ctx, const Case& c, const std::str
   }
   AddAppendRatios(r, ctx, c, h);
   r.Ratio("ratio_durable_bw", durable_mb_per_s, ctx.raw.write_mb_per_s);
+  ctx.append_msgs_per_s[c.name] = h.append_messages_per_s.value_or(0);
+  if (auto it = ctx.append_msgs_per_s.find(c.ledger_baseline);
+      !c.ledger_baseline.empty() && it != ctx.append_msgs_per_s.end()) {
+    r.Ratio("ratio_vs_ledger", h.append_messages_per_s, it->second);
+  }
   return r;
 }
 
