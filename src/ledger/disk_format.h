@@ -63,6 +63,9 @@ inline constexpr size_t kStoreFileBytes = 64;
 // after a crash what lies past its last checkpoint may have reached the disk out of order, and an
 // invalid batch there ends the segment (a lost suffix) rather than being reported as damage.
 inline constexpr uint64_t kSegmentUnsyncedAppends = 1;
+// The segment reuses the file of a deleted segment: past its last batch lie that file's old
+// bytes (batches of another ledger), not zeros or the end of the file.
+inline constexpr uint64_t kSegmentRecycled = 2;
 
 struct SegmentHeader {
   uint64_t ledger_id = 0;

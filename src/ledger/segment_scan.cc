@@ -69,7 +69,8 @@ absl::StatusOr<std::optional<Found>> ValidBatchAt(FileWindow& window, uint64_t a
 
 absl::StatusOr<LogScan> ScanLog(IoQueue& queue, File& file, uint64_t position,
                                 std::optional<uint64_t> ledger_id, std::string_view what,
-                                const BatchVisitor& visit, bool suffix_may_be_lost) {
+                                const BatchVisitor& visit, bool suffix_may_be_lost,
+                                uint64_t search_bytes) {
   LogScan scan;
   CAIRN_ASSIGN_OR_RETURN(scan.file_size, file.Size());
   if (position > scan.file_size) {
@@ -96,8 +97,10 @@ absl::StatusOr<LogScan> ScanLog(IoQueue& queue, File& file, uint64_t position,
   }
   if (at < scan.file_size && !suffix_may_be_lost && !scan.padding_only) {
     const char magic[4] = {'C', 'R', 'N', 'B'};
-    for (uint64_t from = at + 1; from + kBatchHeaderSize <= scan.file_size;) {
-      const uint64_t n = std::min<uint64_t>(kReadChunkBytes, scan.file_size - from);
+    const uint64_t search_end =
+        search_bytes >= scan.file_size - at ? scan.file_size : at + 1 + search_bytes;
+    for (uint64_t from = at + 1; from + kBatchHeaderSize <= search_end;) {
+      const uint64_t n = std::min<uint64_t>(kReadChunkBytes, search_end - from);
       CAIRN_ASSIGN_OR_RETURN(std::span<const char> chunk, window.Get(from, n));
       const char* hit = std::search(chunk.data(), chunk.data() + chunk.size(), magic, magic + 4);
       if (hit == chunk.data() + chunk.size()) {
@@ -123,7 +126,8 @@ absl::StatusOr<LogScan> ScanLog(IoQueue& queue, File& file, uint64_t position,
 
 absl::StatusOr<SegmentScan> ScanSegment(IoQueue& queue, File& file, uint64_t ledger_id,
                                         uint64_t position, uint64_t next_entry_id,
-                                        int64_t max_timestamp_us, bool suffix_may_be_lost) {
+                                        int64_t max_timestamp_us, bool suffix_may_be_lost,
+                                        uint64_t search_bytes) {
   SegmentScan segment;
   auto visit = [&](std::span<const char>, const BatchHeader& header,
                    uint64_t at) -> absl::StatusOr<bool> {
@@ -138,7 +142,7 @@ absl::StatusOr<SegmentScan> ScanSegment(IoQueue& queue, File& file, uint64_t led
   CAIRN_ASSIGN_OR_RETURN(
       LogScan scan, ScanLog(queue, file, position, ledger_id,
                             absl::StrFormat("ledger %d: segment %s", ledger_id, file.path()), visit,
-                            suffix_may_be_lost));
+                            suffix_may_be_lost, search_bytes));
   segment.valid_end = scan.valid_end;
   segment.file_size = scan.file_size;
   segment.bytes_scanned = scan.bytes_scanned;

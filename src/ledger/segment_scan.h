@@ -37,9 +37,18 @@ using BatchVisitor = std::function<absl::StatusOr<bool>(
 // count as valid when it is given. After the first invalid batch, looks for a valid one further
 // on: found, the file is damaged (kDataLoss naming `what` and both offsets) — unless
 // `suffix_may_be_lost`, when everything from the first invalid batch on is a tail to cut.
+//
+// `search_bytes` bounds that search to the bytes after the first invalid one. Batches are
+// contiguous, so after damage to one batch the next starts within kMaxBatchBytes: a window of
+// that size finds damage in the middle as surely as reading to the end of the file, and keeps
+// the scan proportional to the tail when the file goes on with other bytes (a recycled file).
 absl::StatusOr<LogScan> ScanLog(IoQueue& queue, File& file, uint64_t position,
                                 std::optional<uint64_t> ledger_id, std::string_view what,
-                                const BatchVisitor& visit, bool suffix_may_be_lost = false);
+                                const BatchVisitor& visit, bool suffix_may_be_lost = false,
+                                uint64_t search_bytes = UINT64_MAX);
+
+// The search window that ScanLog's argument above calls for.
+inline constexpr uint64_t kDamageSearchBytes = kMaxBatchBytes + kDirectIoAlignment;
 
 struct SegmentScan {
   std::vector<IndexRecord> records;      // The valid batches found, in order.
@@ -55,6 +64,7 @@ struct SegmentScan {
 // `next_entry_id`. `max_timestamp_us` is the running maximum before `position`.
 absl::StatusOr<SegmentScan> ScanSegment(IoQueue& queue, File& file, uint64_t ledger_id,
                                         uint64_t position, uint64_t next_entry_id,
-                                        int64_t max_timestamp_us, bool suffix_may_be_lost);
+                                        int64_t max_timestamp_us, bool suffix_may_be_lost,
+                                        uint64_t search_bytes = UINT64_MAX);
 
 }  // namespace cairn::internal

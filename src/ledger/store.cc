@@ -202,6 +202,8 @@ absl::Status StoreImpl::OpenDataDir(const std::string& dir) {
     CAIRN_RETURN_IF_ERROR(WriteFileAtomically(*queue, store_file, EncodeStoreFile()));
   }
 
+  CAIRN_RETURN_IF_ERROR(OpenRecyclePool(*queue, dir));
+
   const std::string clean = Join(dir, "CLEAN");
   CAIRN_ASSIGN_OR_RETURN(bool was_clean, fs_->Exists(clean));
   if (was_clean) {
@@ -235,11 +237,75 @@ absl::Status StoreImpl::RemoveLedgerFiles(const std::string& dir) {
     CAIRN_RETURN_IF_ERROR(fs_->RemoveFile(Join(dir, "meta")));
     CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, *queue, dir));
   }
+  bool recycled_any = false;
   for (const std::string& name : names) {
-    if (name != "meta") CAIRN_RETURN_IF_ERROR(fs_->RemoveFile(Join(dir, name)));
+    if (name == "meta") continue;
+    const std::string path = Join(dir, name);
+    if (ParseHexName(name, ".seg").has_value()) {
+      CAIRN_ASSIGN_OR_RETURN(bool recycled, Recycle(path, DataDirOf(dir)));
+      recycled_any |= recycled;
+      if (recycled) continue;
+    }
+    CAIRN_RETURN_IF_ERROR(fs_->RemoveFile(path));
   }
   CAIRN_RETURN_IF_ERROR(fs_->RemoveDirectory(dir));
+  if (recycled_any) CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, *queue, RecycleDir(DataDirOf(dir))));
   return SyncDirectory(*fs_, *queue, ParentDirectory(dir));
+}
+
+std::string StoreImpl::RecycleDir(const std::string& data_dir) { return Join(data_dir, "recycle"); }
+
+std::string StoreImpl::DataDirOf(const std::string& ledger_dir) const {
+  return ParentDirectory(ParentDirectory(ledger_dir));  // <data dir>/ledgers/<id>
+}
+
+absl::Status StoreImpl::OpenRecyclePool(IoQueue& queue, const std::string& data_dir) {
+  const std::string pool = RecycleDir(data_dir);
+  CAIRN_ASSIGN_OR_RETURN(bool exists, fs_->Exists(pool));
+  if (!exists) {
+    if (options_.max_recycled_segments == 0) return absl::OkStatus();
+    CAIRN_RETURN_IF_ERROR(fs_->CreateDirectory(pool));
+    return SyncDirectory(*fs_, queue, data_dir);
+  }
+  CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, fs_->ListDirectory(pool));
+  std::lock_guard lock(recycle_mu_);
+  std::vector<std::string>& files = recycled_[data_dir];
+  for (const std::string& name : names) {
+    std::optional<uint64_t> n = ParseHexName(name, ".seg");
+    if (n.has_value() && files.size() < options_.max_recycled_segments) {
+      files.push_back(Join(pool, name));
+      next_recycle_name_ = std::max(next_recycle_name_, *n + 1);
+    } else {
+      // Over the limit (it was lowered), or not ours to keep.
+      CAIRN_RETURN_IF_ERROR(fs_->RemoveFile(Join(pool, name)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> StoreImpl::Recycle(const std::string& path, const std::string& data_dir) {
+  if (options_.max_recycled_segments == 0) return false;
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> file, fs_->OpenFile(path, {}));
+  CAIRN_ASSIGN_OR_RETURN(uint64_t size, file->Size());
+  file.reset();
+  // A small file saves little: only (nearly) full segments are kept.
+  if (size < options_.segment_bytes / 2) return false;
+  std::lock_guard lock(recycle_mu_);
+  std::vector<std::string>& files = recycled_[data_dir];
+  if (files.size() >= options_.max_recycled_segments) return false;
+  const std::string pooled = Join(RecycleDir(data_dir), SegmentName(next_recycle_name_++));
+  CAIRN_RETURN_IF_ERROR(fs_->RenameFile(path, pooled));
+  files.push_back(pooled);
+  return true;
+}
+
+std::optional<std::string> StoreImpl::TakeRecycled(const std::string& ledger_dir) {
+  std::lock_guard lock(recycle_mu_);
+  auto it = recycled_.find(DataDirOf(ledger_dir));
+  if (it == recycled_.end() || it->second.empty()) return std::nullopt;
+  std::string path = std::move(it->second.back());
+  it->second.pop_back();
+  return path;
 }
 
 absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id) {
@@ -370,8 +436,13 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id) {
       // A segment written in async mode may have reached the disk out of order past its
       // checkpoint: there, an invalid batch ends it (a lost suffix, which async allows).
       const bool suffix_may_be_lost = last && (header->flags & kSegmentUnsyncedAppends) != 0;
+      // In a recycled file the bytes past the segment's end are the old file's: the search for
+      // damage stops where no batch of ours could be.
+      const uint64_t search_bytes =
+          (header->flags & kSegmentRecycled) != 0 ? kDamageSearchBytes : UINT64_MAX;
       CAIRN_ASSIGN_OR_RETURN(scan, ScanSegment(*queue, *file, id, scan_from, next_entry_id,
-                                               max_timestamp_us, suffix_may_be_lost));
+                                               max_timestamp_us, suffix_may_be_lost,
+                                               search_bytes));
     }
     report_.bytes_scanned += scan.bytes_scanned;
     if (scan.file_size > scan_from) ++report_.segments_scanned;
@@ -763,16 +834,32 @@ absl::Status StoreImpl::CreateSegment(IoQueue& queue, Ledger& ledger, uint64_t b
   segment.path = Join(ledger.dir, SegmentName(base_entry_id));
   segment.max_timestamp_us =
       ledger.segments.empty() ? INT64_MIN : ledger.segments.back().max_timestamp_us;
+  const std::optional<std::string> recycled = TakeRecycled(ledger.dir);
+  const uint64_t flags =
+      (options_.durability == Durability::kAsync && !journaled() ? kSegmentUnsyncedAppends : 0) |
+      (recycled.has_value() ? kSegmentRecycled : 0);
+  const std::string header = EncodeSegmentHeader(SegmentHeader{ledger.id, base_entry_id, flags});
+  if (recycled.has_value()) {
+    // The new header is made durable while the file is still in the pool, and one rename puts
+    // it in place (replacing a leftover of an interrupted roll, which holds nothing
+    // acknowledged): the segment's name never shows a file with another segment's header.
+    // The old bytes past the header are overwritten as the segment grows.
+    {
+      CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> pooled, fs_->OpenFile(*recycled, {}));
+      CAIRN_RETURN_IF_ERROR(WriteAt(queue, *pooled, 0, header));
+      CAIRN_RETURN_IF_ERROR(DataSync(queue, *pooled));
+    }
+    CAIRN_RETURN_IF_ERROR(fs_->RenameFile(*recycled, segment.path));
+  }
   OpenOptions create;
   create.create = true;
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> file, fs_->OpenFile(segment.path, create));
-  // A leftover from an interrupted roll holds nothing acknowledged: start it afresh.
-  CAIRN_RETURN_IF_ERROR(file->Truncate(0));
-  const uint64_t flags =
-      options_.durability == Durability::kAsync && !journaled() ? kSegmentUnsyncedAppends : 0;
-  const std::string header = EncodeSegmentHeader(SegmentHeader{ledger.id, base_entry_id, flags});
-  CAIRN_RETURN_IF_ERROR(WriteAt(queue, *file, 0, header));
-  CAIRN_RETURN_IF_ERROR(DataSync(queue, *file));
+  if (!recycled.has_value()) {
+    // A leftover from an interrupted roll holds nothing acknowledged: start it afresh.
+    CAIRN_RETURN_IF_ERROR(file->Truncate(0));
+    CAIRN_RETURN_IF_ERROR(WriteAt(queue, *file, 0, header));
+    CAIRN_RETURN_IF_ERROR(DataSync(queue, *file));
+  }
   // The new file's name must survive a crash before anything in it is acknowledged.
   CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, queue, ledger.dir));
   segment.file = std::move(file);

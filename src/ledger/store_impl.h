@@ -219,6 +219,19 @@ class StoreImpl final : public Store {
   absl::Status OpenDataDir(const std::string& dir);
   absl::Status RecoverLedger(const std::string& dir, uint64_t id);
   absl::Status RemoveLedgerFiles(const std::string& dir);
+  // Recycled segment files, per data directory: `<data dir>/recycle/<n>`. Deletes put
+  // full-size segment files here; new segments take them (see StoreOptions).
+  static std::string RecycleDir(const std::string& data_dir);
+  std::string DataDirOf(const std::string& ledger_dir) const;
+  absl::Status OpenRecyclePool(IoQueue& queue, const std::string& data_dir);
+  // Moves `path` into its data directory's pool if there is room and it is worth keeping;
+  // returns false if the caller should remove it.
+  absl::StatusOr<bool> Recycle(const std::string& path, const std::string& data_dir);
+  // A pooled file for a new segment of `ledger_dir`, if any (removed from the pool).
+  std::optional<std::string> TakeRecycled(const std::string& ledger_dir);
+  std::mutex recycle_mu_;
+  std::map<std::string, std::vector<std::string>> recycled_;  // By data dir: pooled paths.
+  uint64_t next_recycle_name_ = 0;
   // Writes `meta` to `ledger_dir`/meta atomically and durably.
   absl::Status WriteMeta(IoQueue& queue, const std::string& ledger_dir, const LedgerMeta& meta);
   // Writes a file atomically (temporary file, sync, rename, directory sync).
