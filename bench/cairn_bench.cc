@@ -210,6 +210,9 @@ struct Case {
   // Append through streams (one per ledger) instead of to ledgers, and compare with the named
   // ledger case of this run (ratio_vs_ledger).
   bool through_streams = false;
+  // First fill and delete a ledger as large as the case (not timed), so that the new segments
+  // reuse its files: the steady state of a log whose retention deletes old ledgers.
+  bool recycled = false;
   std::string ledger_baseline = {};
   uint64_t tail_batches_per_s = 0;  // read_tail: the writer's pace.
   uint64_t store_bytes = 0;         // open_*: payload bytes in the store.
@@ -243,6 +246,11 @@ std::vector<Case> AllCases() {
        .summary = "async, 64 KiB entries, one per batch, one ledger",
        .entries = 16 * kKiB,
        .entry_bytes = 64 * kKiB});
+  add({.name = "append_async_64KiB_recycled",
+       .summary = "append_async_64KiB into segment files recycled from a deleted ledger",
+       .entries = 16 * kKiB,
+       .entry_bytes = 64 * kKiB,
+       .recycled = true});
   add({.name = "append_async_1KiBx64",
        .summary = "async, 1 KiB entries in batches of 64 (64 KiB), one ledger",
        .entries = kMiB,
@@ -955,6 +963,17 @@ absl::StatusOr<Report> RunRawCase(Context& ctx, const Case& c) {
 
 absl::StatusOr<Report> RunAppendCase(Context& ctx, const Case& c, const std::string& dir) {
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStore(ctx, dir, c.durability));
+  if (c.recycled) {
+    Case fill = c;
+    fill.ledgers = 1;
+    fill.appenders = 1;
+    fill.pipelined = true;
+    CAIRN_ASSIGN_OR_RETURN(std::vector<uint64_t> old, CreateLedgers(*store, 1));
+    Progress progress(ctx.progress, c.name + ": filling the ledger to delete", c.entries,
+                      "entries");
+    CAIRN_RETURN_IF_ERROR(RunAppends(*store, fill, old, *ctx.payload, progress).status());
+    CAIRN_RETURN_IF_ERROR(store->DeleteLedger(old[0]));
+  }
   std::vector<uint64_t> ledgers;
   std::unique_ptr<MetadataStore> metadata;
   std::unique_ptr<Streams> streams;
