@@ -11,6 +11,7 @@ that cairn-bench printed, and each ratio is the median of the ratios that each r
 against the raw limits it measured itself.
 """
 import argparse
+import json
 import datetime
 import os
 import platform
@@ -98,7 +99,8 @@ def main():
 
     subprocess.run(["cmake", "-S", ROOT, "-B", args.build_dir, "-G", "Ninja",
                     "-DCMAKE_BUILD_TYPE=RelWithDebInfo"], check=True, capture_output=True)
-    subprocess.run(["cmake", "--build", args.build_dir, "--target", "cairn-bench"], check=True)
+    subprocess.run(["cmake", "--build", args.build_dir, "--target", "cairn-bench", "cursor_bench"],
+                   check=True)
     bench = os.path.join(args.build_dir, "bench", "cairn-bench")
     extra = ["--full"] if args.full else []
     plain_outs, journal_outs = [], []
@@ -112,6 +114,12 @@ def main():
         print("cairn-bench: open_clean_big, open_crash_big...", file=sys.stderr)
         big_out = run([bench, "--noraw", "--case=open_clean_big,open_crash_big"])
         plain_outs = [o + big_out for o in plain_outs]
+    print("cursor_bench (in-memory acknowledgements, encoding)...", file=sys.stderr)
+    cursor = json.loads(run([os.path.join(args.build_dir, "bench", "cursor_bench"),
+                             "--benchmark_format=json", "--benchmark_repetitions=3",
+                             "--benchmark_report_aggregates_only=true"]))
+    cursor_median = {b["run_name"]: b for b in cursor["benchmarks"]
+                     if b.get("aggregate_name") == "median"}
     plain = median_cases([parse(o) for o in plain_outs])
     journal = median_cases([parse(o) for o in journal_outs])
 
@@ -209,6 +217,28 @@ def main():
     w(target("open 10 GB in 1,000 ledgers after a clean shutdown", open_big, "< 1 s",
              lambda v: v < 1000, f"{fmt(open_big)} ms" if open_big else "run with --open-big"))
     w("")
+    # The streams issue's targets.
+    stream_ratio = num(plain.get("append_stream_async_100B"), "ratio_vs_ledger")
+    comp = plain.get("compaction")
+    comp_mb, comp_ratio = num(comp, "compaction_input_MB_per_s"), num(comp, "ratio_read_bw")
+    scattered = cursor_median.get("BM_AckScattered", {})
+    acks_per_s = scattered.get("items_per_second")
+    encoded = cursor_median.get("BM_Encode", {}).get("encoded_bytes")
+    w("## Speed targets of streams, cursors and compaction")
+    w("")
+    w("| target | goal | measured | status |")
+    w("|---|---|---|---|")
+    w(target("appends through a stream vs. a bare ledger (async, 100 B x 100)", stream_ratio,
+             "≥ 0.9 × the ledger's entries/s", lambda v: v >= 0.9, f"{fmt(stream_ratio)} ×"))
+    w(target("compaction input rate", comp_mb, "≥ 200 MB/s", lambda v: v >= 200,
+             f"{fmt(comp_mb)} MB/s"))
+    w(target("compaction input rate vs. raw read", comp_ratio, "≥ 0.3 × raw O_DIRECT read",
+             lambda v: v >= 0.3, f"{fmt(comp_ratio)} × raw"))
+    w(target("cursor: scattered individual acks in memory (1M over 10M)", acks_per_s,
+             "≥ 1,000,000 acks/s", lambda v: v >= 1e6, f"{fmt(acks_per_s)} acks/s"))
+    w(target("cursor: persisted state of 1M scattered acks over 10M entries", encoded,
+             "< 1 MiB", lambda v: v < 1 << 20, f"{fmt(encoded)} bytes"))
+    w("")
     w("## What limits each figure")
     w("")
     w("- **Raw limits**: a virtual disk with a write-back cache; fsync is cheap compared with real")
@@ -239,6 +269,15 @@ def main():
         w(plain_out.strip())
         w(journal_out.strip())
         w("```")
+    w("")
+    w("cursor_bench medians (3 repetitions):")
+    w("")
+    w("```")
+    for name, b in cursor_median.items():
+        counters = " ".join(f"{k}={b[k]:.0f}" for k in ("items_per_second", "memory_bytes",
+                                                          "encoded_bytes") if k in b)
+        w(f"{name} real_time={b['real_time']:.2f}{b['time_unit']} {counters}")
+    w("```")
     with open(args.out, "w") as f:
         f.write("\n".join(out) + "\n")
     print(f"wrote {args.out}", file=sys.stderr)
