@@ -66,6 +66,9 @@ struct StreamOptions {
   // Cursors' acknowledgements are persisted (one metadata write for everything acknowledged
   // since the last one) at most this long after they are made, and at Cursor::Persist().
   std::chrono::microseconds cursor_persist_interval = std::chrono::seconds(1);
+  // Memory for the most recent batches, served to readers at the tail without reading the disk.
+  // Filled by appends while the stream has readers; 0: no cache.
+  uint64_t tail_cache_bytes = uint64_t{16} << 20;
 };
 
 struct StreamAppendResult {

@@ -10,17 +10,10 @@
 #include "absl/strings/str_format.h"
 #include "src/format/batch_format.h"
 #include "src/ledger/chunk_reader.h"
+#include "src/ledger/read_result_builder.h"
 #include "src/util/status_macros.h"
 
 namespace cairn {
-
-// Fills a ReadResult (whose members are private to keep it read-only for users).
-class ReadResultBuilder {
- public:
-  static std::vector<char>& buffer(ReadResult& r) { return r.buffer_; }
-  static std::vector<BatchView>& batches(ReadResult& r) { return r.batches_; }
-  static void set_next_entry_id(ReadResult& r, uint64_t id) { r.next_entry_id_ = id; }
-};
 
 namespace {
 

@@ -8,6 +8,7 @@
 #include "cairn/stream.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <future>
 #include <map>
@@ -20,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "src/stream/ack_set.h"
 #include "src/stream/stream_format.h"
+#include "src/stream/tail_cache.h"
 #include "src/util/status_macros.h"
 #include "src/util/strings.h"
 
@@ -114,6 +116,7 @@ class StreamImpl final : public Stream {
         name_(std::move(name)),
         record_(std::move(record)),
         record_version_(version),
+        tail_cache_(record_.options.tail_cache_bytes),
         end_offset_(record_.next_offset) {}
 
   ~StreamImpl() override {
@@ -137,13 +140,30 @@ class StreamImpl final : public Stream {
       if (!rolled.ok()) return done(rolled);
     }
     const uint64_t base = writer_first_offset_;
+    const uint64_t ledger_id = writer_->ledger_id();
+    // The entry id the ledger will give the batch, unless an earlier append fails.
+    const uint64_t expected_entry = writer_entries_;
     writer_bytes_ += batch.size_bytes();
     writer_entries_ += batch.entry_count();
-    writer_->AppendAsync(batch, [this, base, done = std::move(done)](
-                                    absl::StatusOr<AppendResult> result) {
+    // Readers at the tail will want the batch: keep it as it will be stored.
+    std::shared_ptr<const std::vector<char>> cached;
+    if (readers_.load(std::memory_order_relaxed) > 0 && tail_cache_.max_bytes() > 0) {
+      absl::StatusOr<std::span<const char>> stamped = batch.Finish(ledger_id, expected_entry);
+      if (stamped.ok()) cached = std::make_shared<const std::vector<char>>(stamped->begin(),
+                                                                          stamped->end());
+    }
+    writer_->AppendAsync(batch, [this, base, ledger_id, expected_entry, cached,
+                                 done = std::move(done)](absl::StatusOr<AppendResult> result) {
       if (!result.ok()) return done(result.status());
       const StreamAppendResult offsets{base + result->first_entry_id,
                                        base + result->last_entry_id};
+      if (cached != nullptr && result->first_entry_id == expected_entry) {
+        tail_cache_.Insert({.ledger_id = ledger_id,
+                            .ledger_first_offset = base,
+                            .first_offset = offsets.first_offset,
+                            .end_offset = offsets.last_offset + 1,
+                            .bytes = cached});
+      }
       {
         std::lock_guard tail(tail_mu_);
         end_offset_ = std::max(end_offset_, offsets.last_offset + 1);
@@ -498,6 +518,9 @@ class StreamImpl final : public Stream {
   std::map<std::string, std::shared_ptr<CursorState>, std::less<>> cursors_;
   std::chrono::microseconds cursor_persist_interval_{0};
 
+  TailCache tail_cache_;
+  std::atomic<int> readers_{0};  // StreamReaders open: the tail cache is filled only for them.
+
   std::mutex tail_mu_;
   std::condition_variable tail_changed_;
   uint64_t end_offset_;
@@ -638,7 +661,8 @@ absl::StatusOr<RetentionReport> StreamImpl::ApplyRetentionLocked() {
 
 class StreamReaderImpl final : public StreamReader {
  public:
-  explicit StreamReaderImpl(StreamImpl* stream) : stream_(stream) {}
+  explicit StreamReaderImpl(StreamImpl* stream) : stream_(stream) { ++stream_->readers_; }
+  ~StreamReaderImpl() override { --stream_->readers_; }
 
   absl::StatusOr<StreamReadResult> Read(uint64_t from, const ReadLimits& limits,
                                         std::chrono::microseconds wait) override {
@@ -657,6 +681,9 @@ class StreamReaderImpl final : public StreamReader {
       return located.status();
     }
     const StreamImpl::Location at = *located;
+    if (std::optional<StreamReadResult> cached = stream_->tail_cache_.Read(from, limits)) {
+      return std::move(*cached);
+    }
     if (reader_ == nullptr || reader_->ledger_id() != at.ledger_id) {
       reader_.reset();  // Let go of the previous ledger first, so retention can delete it.
       absl::StatusOr<std::unique_ptr<LedgerReader>> reader =

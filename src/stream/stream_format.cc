@@ -72,6 +72,7 @@ std::string EncodeStreamRecord(const StreamRecord& record) {
   PutVarint(out, o.ledger_max_entries);
   PutVarint(out, static_cast<uint64_t>(o.ledger_max_age.count()));
   PutVarint(out, static_cast<uint64_t>(o.cursor_persist_interval.count()));
+  PutVarint(out, o.tail_cache_bytes);
   const RetentionPolicy& r = o.retention;
   uint8_t flags = (r.max_age ? kHasMaxAge : 0) | (r.max_bytes ? kHasMaxBytes : 0) |
                   (r.delete_acknowledged ? kDeleteAcknowledged : 0) |
@@ -120,7 +121,8 @@ absl::StatusOr<StreamRecord> DecodeStreamRecord(std::span<const char> bytes) {
   uint64_t age, interval;
   uint8_t flags;
   if (!in.Varint(&o.ledger_max_bytes) || !in.Varint(&o.ledger_max_entries) || !in.Varint(&age) ||
-      !in.Varint(&interval) || !in.Byte(&flags) || flags > 15) {
+      !in.Varint(&interval) || !in.Varint(&o.tail_cache_bytes) || !in.Byte(&flags) ||
+      flags > 15) {
     return Damaged("bad options");
   }
   o.ledger_max_age = std::chrono::microseconds(age);

@@ -288,6 +288,56 @@ TEST_CASE("Stream reads: trimmed, past the end, tailing", "[stream][concurrency]
   }
 }
 
+TEST_CASE("The tail cache serves recent batches from memory", "[stream][tail_cache]") {
+  auto base = NewMemoryFileSystem();
+  auto fs = NewFaultInjectionFileSystem(base.get());
+  World world(fs.get());
+  StreamOptions options;
+  options.ledger_max_entries = 40;  // Roll-overs inside the cached range.
+  const uint64_t batch_bytes = [] {
+    BatchBuilder batch;
+    for (int i = 0; i < 4; ++i) REQUIRE(batch.Add({.key = std::nullopt, .value = ValueAt(0)}).ok());
+    return batch.size_bytes();
+  }();
+  options.tail_cache_bytes = 30 * (batch_bytes + 200);  // About 30 of the 100 batches below.
+  auto stream = Unwrap(world.streams().Create("s", options));
+  auto reader = Unwrap(stream->NewReader());  // Appends fill the cache only for readers.
+  for (uint64_t at = 0; at < 400; at += 4) AppendValues(*stream, at, 4);
+
+  // The last batches: no disk read at all, and the bytes are right.
+  const uint64_t reads_before = fs->stats().reads;
+  uint64_t next = 360;
+  while (next < 400) {
+    StreamReadResult read = Unwrap(reader->Read(next, ReadLimits{.max_bytes = 1}));
+    REQUIRE(read.batches().size() == 1);
+    const BatchView& batch = read.batches()[0];
+    uint64_t offset = read.offset_of(batch);
+    REQUIRE(offset == next);
+    for (const EntryView& entry : batch) REQUIRE(std::string(entry.value) == ValueAt(offset++));
+    next = read.next_offset();
+  }
+  REQUIRE(fs->stats().reads == reads_before);
+  // A reader far behind reads from the disk, and gets the same bytes.
+  CheckRange(*stream, 0, 400);
+  REQUIRE(fs->stats().reads > reads_before);
+  // A read from the cache stops at a ledger's end, as a read from the ledger does.
+  StreamReadResult read = Unwrap(reader->Read(370, ReadLimits{.max_bytes = 1 << 20}));
+  REQUIRE(read.next_offset() == 400);
+  REQUIRE(read.ledger_first_offset == 360);
+}
+
+TEST_CASE("Without readers, appends leave the tail cache alone", "[stream][tail_cache]") {
+  auto base = NewMemoryFileSystem();
+  auto fs = NewFaultInjectionFileSystem(base.get());
+  World world(fs.get());
+  auto stream = Unwrap(world.streams().Create("s"));
+  for (uint64_t at = 0; at < 40; at += 4) AppendValues(*stream, at, 4);
+  auto reader = Unwrap(stream->NewReader());
+  const uint64_t reads_before = fs->stats().reads;
+  Unwrap(reader->Read(36));
+  REQUIRE(fs->stats().reads > reads_before);  // Not cached: read from the ledger.
+}
+
 TEST_CASE("Stream seek by time", "[stream]") {
   auto fs = NewMemoryFileSystem();
   World world(fs.get());
