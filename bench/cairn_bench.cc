@@ -55,6 +55,12 @@
 #include <utility>
 #include <vector>
 
+#ifdef CAIRN_BENCH_ROCKSDB
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
+#endif
+
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -144,6 +150,10 @@ ABSL_FLAG(uint64_t, full_open_bytes, uint64_t{10'000'000'000},
           "Store size of open_clean_big and open_crash_big (--full).");
 ABSL_FLAG(uint32_t, full_open_ledgers, 1000, "Ledgers of open_clean_big and open_crash_big.");
 ABSL_FLAG(uint64_t, full_open_tail_bytes, uint64_t{256} << 20, "The tail of open_crash_big.");
+ABSL_FLAG(bool, rocksdb, true,
+          "After each append and catch-up read case, run the same workload against RocksDB used "
+          "as a log (key = ledger id + entry id, one WriteBatch per batch, sync to match), when "
+          "cairn-bench was built with RocksDB (librocksdb-dev installed at configure time).");
 ABSL_FLAG(std::string, crash, "sigkill",
           "How open_crash's child dies after appending: sigkill (raise SIGKILL) or exit "
           "(_exit(0)). Neither runs Close().");
@@ -500,8 +510,10 @@ struct Context {
   // Entries per second of the last sync case with one blocking appender and one entry per
   // append, by entry size: what ratio_vs_blocking_appender compares other sync cases with.
   std::map<uint64_t, double> single_sync_appender_msgs_per_s;
-  // Entries per second of each append case so far, for ratio_vs_ledger.
+  // Entries per second of each append case so far, for ratio_vs_ledger and the RocksDB ratio;
+  // read bandwidth of each catch-up case.
   std::map<std::string, double> append_msgs_per_s;
+  std::map<std::string, double> read_mb_per_s;
   // Stores built by open_clean and not yet consumed by open_crash, cleanly closed, by shape.
   std::map<std::string, std::string> built_stores;
 
@@ -1065,6 +1077,8 @@ absl::StatusOr<Report> RunCatchUpReadCase(Context& ctx, const Case& c, const std
 
   Headline h = AppendHeadline(c, appended);
   h.read_mb_per_s = Megabytes(static_cast<double>(cold.payload_bytes)) / cold.seconds;
+  ctx.read_mb_per_s[c.name] = *h.read_mb_per_s;
+  ctx.append_msgs_per_s[c.name] = h.append_messages_per_s.value_or(0);
   const double warm_mb_per_s = Megabytes(static_cast<double>(warm.payload_bytes)) / warm.seconds;
   Report r(h);
   AddSetup(r, ctx, c);
@@ -1359,6 +1373,145 @@ absl::StatusOr<Report> RunOpenCrashCase(Context& ctx, const Case& c) {
   return OpenReport(ctx, c, cache, *open);
 }
 
+// ---- RocksDB as a log, for comparison ---------------------------------------------------------
+
+#ifdef CAIRN_BENCH_ROCKSDB
+bool RocksComparable(const Case& c) {
+  return (c.kind == Kind::kAppend && !c.through_streams && !c.recycled) ||
+         c.kind == Kind::kCatchUpRead;
+}
+
+// Big-endian ledger id, then entry id: a ledger's entries are adjacent and in order.
+std::string RocksKey(uint64_t ledger, uint64_t entry) {
+  std::string key(16, '\0');
+  for (int i = 0; i < 8; ++i) {
+    key[i] = static_cast<char>(ledger >> (56 - 8 * i));
+    key[8 + i] = static_cast<char>(entry >> (56 - 8 * i));
+  }
+  return key;
+}
+
+absl::StatusOr<std::unique_ptr<rocksdb::DB>> OpenRocks(const std::string& dir) {
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  options.IncreaseParallelism(2);
+  options.compression = rocksdb::kNoCompression;  // cairn does not compress either.
+  rocksdb::DB* db = nullptr;
+  const rocksdb::Status status = rocksdb::DB::Open(options, dir, &db);
+  if (!status.ok()) return absl::InternalError("rocksdb: " + status.ToString());
+  return std::unique_ptr<rocksdb::DB>(db);
+}
+
+// The append workload of `c`: appender a writes ledgers a, a + appenders, ... in turn, one
+// WriteBatch of c.batch_entries entries per append, blocking (RocksDB has no asynchronous
+// write; its own group commit joins concurrent writers).
+absl::StatusOr<AppendOutcome> RocksAppends(rocksdb::DB& db, const Case& c, const Payload& payload,
+                                           Progress& progress) {
+  const uint64_t batches = c.entries / c.batch_entries;
+  std::vector<LatencyHistogram> latencies(c.appenders);
+  std::vector<absl::Status> statuses(c.appenders);
+  rocksdb::WriteOptions write;
+  write.sync = c.durability == Durability::kSync;
+  std::latch start(static_cast<ptrdiff_t>(c.appenders) + 1);
+  std::vector<std::thread> threads;
+  for (uint32_t a = 0; a < c.appenders; ++a) {
+    threads.emplace_back([&, a] {
+      const uint64_t mine = batches / c.appenders + (a < batches % c.appenders ? 1 : 0);
+      std::vector<uint64_t> next_entry(c.ledgers, 0);
+      start.arrive_and_wait();
+      uint64_t ledger = a;
+      for (uint64_t k = 0; k < mine; ++k) {
+        rocksdb::WriteBatch batch;
+        for (uint32_t e = 0; e < c.batch_entries; ++e) {
+          const std::string_view value = payload.Value(k * c.batch_entries + e, c.entry_bytes);
+          batch.Put(RocksKey(ledger, next_entry[ledger]++),
+                    rocksdb::Slice(value.data(), value.size()));
+        }
+        const Clock::time_point begin = Clock::now();
+        const rocksdb::Status status = db.Write(write, &batch);
+        latencies[a].Record(Nanoseconds(Clock::now() - begin));
+        if (!status.ok()) {
+          statuses[a] = absl::InternalError("rocksdb: " + status.ToString());
+          return;
+        }
+        progress.Add(c.batch_entries);
+        ledger += c.appenders;
+        if (ledger >= c.ledgers) ledger = a;
+      }
+    });
+  }
+  start.arrive_and_wait();
+  const Clock::time_point begin = Clock::now();
+  for (std::thread& t : threads) t.join();
+  AppendOutcome outcome;
+  outcome.seconds = Seconds(Clock::now() - begin);
+  for (uint32_t a = 0; a < c.appenders; ++a) {
+    CAIRN_RETURN_IF_ERROR(statuses[a]);
+    outcome.latency_ns.Merge(latencies[a]);
+  }
+  outcome.appends = batches;
+  outcome.entries = batches * c.batch_entries;
+  outcome.payload_bytes = outcome.entries * c.entry_bytes;
+  return outcome;
+}
+
+// The same case against RocksDB: appends (and, for a catch-up case, a cold read of everything
+// in key order). The ratios compare the cairn case of this run with it.
+absl::StatusOr<Report> RunRocksCase(Context& ctx, const Case& c) {
+  const std::string dir = ctx.root + "/" + c.name + "-rocksdb";
+  RemoveTree(dir);
+  CAIRN_RETURN_IF_ERROR(MakeDirectory(dir));
+  AppendOutcome appended;
+  {
+    CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<rocksdb::DB> db, OpenRocks(dir));
+    Progress progress(ctx.progress, c.name + ": rocksdb appending", c.entries, "entries");
+    CAIRN_ASSIGN_OR_RETURN(appended, RocksAppends(*db, c, *ctx.payload, progress));
+    const rocksdb::Status closed = db->Close();
+    if (!closed.ok()) return absl::InternalError("rocksdb: " + closed.ToString());
+  }
+  Headline h = AppendHeadline(c, appended);
+  h.system = "rocksdb";
+  std::optional<double> read_mb_per_s;
+  std::optional<CacheState> cache;
+  if (c.kind == Kind::kCatchUpRead) {
+    CAIRN_ASSIGN_OR_RETURN(cache, PrepareCache(ctx, dir));
+    CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<rocksdb::DB> db, OpenRocks(dir));
+    Progress progress(ctx.progress, c.name + ": rocksdb reading", appended.entries, "entries");
+    uint64_t entries = 0, bytes = 0;
+    const Clock::time_point begin = Clock::now();
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      bytes += it->value().size();
+      if (++entries % 65536 == 0) progress.Add(65536);
+    }
+    if (!it->status().ok()) return absl::InternalError("rocksdb: " + it->status().ToString());
+    const double seconds = Seconds(Clock::now() - begin);
+    it.reset();
+    if (entries != appended.entries) {
+      return absl::DataLossError(absl::StrFormat("rocksdb read back %d entries of %d", entries,
+                                                 appended.entries));
+    }
+    read_mb_per_s = Megabytes(static_cast<double>(bytes)) / seconds;
+    h.read_mb_per_s = read_mb_per_s;
+  }
+  Report r(h);
+  AddSetup(r, ctx, c);
+  // RocksDB has no asynchronous write: its appenders block, and without sync its WAL reaches
+  // the page cache only, where cairn's async appends reach the device.
+  r.Text("rocksdb_writes", c.durability == Durability::kSync ? "blocking_sync" : "blocking_nosync");
+  AddTail(r, appended.latency_ns);
+  if (cache.has_value()) AddCacheFields(r, *cache);
+  if (auto it = ctx.append_msgs_per_s.find(c.name); it != ctx.append_msgs_per_s.end()) {
+    r.Ratio("ratio_cairn_vs_rocksdb_append", it->second, h.append_messages_per_s);
+  }
+  if (auto it = ctx.read_mb_per_s.find(c.name); it != ctx.read_mb_per_s.end()) {
+    r.Ratio("ratio_cairn_vs_rocksdb_read", it->second, read_mb_per_s);
+  }
+  if (!ctx.keep) RemoveTree(dir);
+  return r;
+}
+#endif  // CAIRN_BENCH_ROCKSDB
+
 absl::StatusOr<Report> RunCase(Context& ctx, const Case& c) {
   if (IsRaw(c.kind)) return RunRawCase(ctx, c);
   if (IsOpen(c.kind)) {
@@ -1563,6 +1716,22 @@ int Main(int argc, char** argv) {
     const std::string line = absl::GetFlag(FLAGS_json) ? report->JsonLine() : report->TextLine();
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
+#ifdef CAIRN_BENCH_ROCKSDB
+    if (absl::GetFlag(FLAGS_rocksdb) && RocksComparable(c)) {
+      memory.Reset();
+      absl::StatusOr<Report> rocks = RunRocksCase(ctx, c);
+      if (!rocks.ok()) {
+        std::fprintf(stderr, "cairn-bench: error: %s (rocksdb): %s\n", c.name.c_str(),
+                     rocks.status().ToString().c_str());
+        ++failures;
+        continue;
+      }
+      rocks->Number(memory.per_case() ? "peak_rss_MB" : "rss_hwm_MB", memory.PeakMB(), 1);
+      const bool json = absl::GetFlag(FLAGS_json);
+      std::printf("%s\n", (json ? rocks->JsonLine() : rocks->TextLine()).c_str());
+      std::fflush(stdout);
+    }
+#endif
   }
 
   if (ctx.keep) {
