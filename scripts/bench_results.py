@@ -31,7 +31,9 @@ def parse(lines):
         if not line.startswith("system="):
             continue
         fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
-        cases[fields["name"]] = fields
+        # The RocksDB comparison runs the same case: keep it beside cairn's.
+        key = fields["name"] + ("/rocksdb" if fields.get("system") == "rocksdb" else "")
+        cases[key] = fields
     return cases
 
 
@@ -109,7 +111,7 @@ def main():
         plain_outs.append(run([bench] + extra))
         print(f"run {i + 1}/{args.runs}: cairn-bench --journal (sync cases)...", file=sys.stderr)
         journal_outs.append(
-            run([bench, "--journal", "--case=append_sync_1KiB,append_sync_64x1KiB"]))
+            run([bench, "--journal", "--norocksdb", "--case=append_sync_1KiB,append_sync_64x1KiB"]))
     if args.open_big and not args.full:
         print("cairn-bench: open_clean_big, open_crash_big...", file=sys.stderr)
         big_out = run([bench, "--noraw", "--case=open_clean_big,open_crash_big"])
@@ -160,7 +162,7 @@ def main():
     w("|---|---|---|---|---|---|---|---|---|")
     for label, cases in (("no", plain), ("yes", journal)):
         for name, f in cases.items():
-            if f.get("system") != "cairn":
+            if f.get("system") not in ("cairn", "rocksdb"):
                 continue
             ratios = " ".join(f"{k[6:]}={v}" for k, v in f.items() if k.startswith("ratio_"))
             extra_fields = []
