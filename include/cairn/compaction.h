@@ -62,7 +62,8 @@ struct CompactionOptions {
   // How long tombstones stay in the compacted part: a pass drops a tombstone when
   // clock_us() - timestamp_us >= delete_retention, where timestamp_us is the tombstone entry's
   // own timestamp and clock_us() is read once when the pass starts. Zero drops every tombstone
-  // at the first pass that compacts it.
+  // at the first pass that compacts it. A pass runs only when the stream has entries after the
+  // horizon: an expired tombstone goes at the next such pass.
   std::chrono::microseconds delete_retention = std::chrono::hours(24);
   // Keep entries that have no key (true), or drop them from the compacted part (false).
   bool keep_unkeyed = true;
