@@ -25,6 +25,10 @@
 //                it from the page cache and times Store::Open.
 //  open_crash    The same store; a forked child opens it, appends a tail and dies by SIGKILL
 //                (or _exit) without Close(); the parent times Store::Open, which scans the tail.
+//  compaction    Appends keyed entries to a stream (keys drawn from a bounded key space, so
+//                most entries are superseded), evicts the store from the page cache, and times
+//                one key compaction pass over all of it (cairn/compaction.h): its input, the
+//                payload of every entry the pass covers, per second, against raw_read.
 //
 // Every line starts with the fields DESIGN.md fixes (bench/report.h), then extra fields: ratios
 // to the raw limits of this run (ratio_*), and the peak resident memory of the case. MB is 10^6
@@ -76,6 +80,7 @@
 #include "bench/raw_limits.h"
 #include "bench/report.h"
 #include "cairn/batch.h"
+#include "cairn/compaction.h"
 #include "cairn/io.h"
 #include "cairn/ledger.h"
 #include "cairn/metadata.h"
@@ -194,6 +199,7 @@ enum class Kind {
   kTailRead,
   kOpenClean,
   kOpenCrash,
+  kCompaction,
 };
 
 bool IsRaw(Kind kind) {
@@ -227,6 +233,7 @@ struct Case {
   uint64_t tail_batches_per_s = 0;  // read_tail: the writer's pace.
   uint64_t store_bytes = 0;         // open_*: payload bytes in the store.
   uint64_t crash_tail_bytes = 0;    // open_crash: payload the child appends before dying.
+  uint64_t key_space = 0;           // compaction: distinct keys the entries are drawn from.
 };
 
 std::vector<Case> AllCases() {
@@ -310,6 +317,14 @@ std::vector<Case> AllCases() {
        .store_bytes = absl::GetFlag(FLAGS_open_bytes),
        .crash_tail_bytes = absl::GetFlag(FLAGS_open_tail_bytes)});
 
+  add({.name = "compaction",
+       .kind = Kind::kCompaction,
+       .summary = "append 256 MiB (1 KiB x 64) over 10,000 keys to a stream, evict, time one "
+                  "compaction pass (ratio_read_bw)",
+       .entries = 256 * kKiB,
+       .batch_entries = 64,
+       .key_space = 10'000});
+
   add({.name = "append_async_100B_16ledgers",
        .suite = Suite::kFull,
        .summary = "async, 100-byte entries in batches of 100, 2 appenders on 16 ledgers",
@@ -383,6 +398,10 @@ void Shrink(Case& c) {
     case Kind::kCatchUpRead:
       c.entries = std::min<uint64_t>(c.entries, uint64_t{4} * c.batch_entries * c.appenders);
       break;
+    case Kind::kCompaction:
+      c.entries = std::min<uint64_t>(c.entries, uint64_t{16} * c.batch_entries);
+      c.key_space = std::min<uint64_t>(c.key_space, c.entries / 4);
+      break;
     case Kind::kTailRead:
       c.entries = std::min<uint64_t>(c.entries, uint64_t{50} * c.batch_entries);
       break;
@@ -452,6 +471,11 @@ absl::Status Validate(const Case& c) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: %d entries are fewer than one batch of %d per appender (%d appenders)",
                         c.name, c.entries, c.batch_entries, c.appenders));
+  }
+  if (c.kind == Kind::kCompaction && (c.key_space == 0 || c.appenders != 1 || c.ledgers != 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: one appender writes one stream over a key space of at least 1",
+                        c.name));
   }
   if (c.kind == Kind::kTailRead && c.tail_batches_per_s == 0) {
     return absl::InvalidArgumentError(absl::StrFormat("%s: the writer needs a pace", c.name));
@@ -1511,6 +1535,92 @@ absl::StatusOr<Report> RunRocksCase(Context& ctx, const Case& c) {
   return r;
 }
 #endif  // CAIRN_BENCH_ROCKSDB
+// ---- compaction -------------------------------------------------------------------------------
+
+absl::StatusOr<Report> RunCompactionCase(Context& ctx, const Case& c, const std::string& dir) {
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStore(ctx, dir, c.durability));
+  LocalMetadataOptions meta;
+  meta.dir = dir + "/meta";
+  meta.file_system = ctx.fs;
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<MetadataStore> metadata, OpenLocalMetadataStore(meta));
+  auto streams = std::make_unique<Streams>(store.get(), metadata.get());
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream, streams->Create("compacted"));
+
+  // Appends: batches of keyed entries, AppendAsync back to back, timed to the last callback.
+  AppendOutcome appended;
+  {
+    Progress progress(ctx.progress, c.name + ": appending", c.entries, "entries");
+    std::mt19937_64 random(7);
+    Completions completions;
+    BatchBuilder batch;
+    std::string key;
+    const uint64_t batches = c.entries / c.batch_entries;
+    const int64_t now_us = WallMicroseconds();
+    const Clock::time_point begin = Clock::now();
+    for (uint64_t b = 0; b < batches && !completions.failed(); ++b) {
+      batch.Reset();
+      for (uint32_t e = 0; e < c.batch_entries; ++e) {
+        key = absl::StrFormat("key-%08d", random() % c.key_space);
+        CAIRN_RETURN_IF_ERROR(batch.Add(
+            {.key = key,
+             .value = ctx.payload->Value(b * c.batch_entries + e, c.entry_bytes),
+             .timestamp_us = now_us}));
+      }
+      AppendCallback done = completions.Track();
+      stream->AppendAsync(batch, [done = std::move(done)](absl::StatusOr<StreamAppendResult> r) {
+        if (!r.ok()) return done(r.status());
+        done(AppendResult{.first_entry_id = r->first_offset, .last_entry_id = r->last_offset});
+      });
+      progress.Add(c.batch_entries);
+    }
+    CAIRN_RETURN_IF_ERROR(completions.Wait());
+    appended.seconds = Seconds(Clock::now() - begin);
+    appended.appends = batches;
+    appended.entries = batches * c.batch_entries;
+    appended.payload_bytes = appended.entries * c.entry_bytes;
+    appended.latency_ns = completions.latency_ns();
+  }
+  CAIRN_RETURN_IF_ERROR(stream->Flush());
+  CAIRN_ASSIGN_OR_RETURN(CacheState cache, PrepareCache(ctx, dir));
+
+  CompactionOptions options;
+  options.log = NullLog();
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Compactor> compactor,
+                         Compactor::Open(store.get(), metadata.get(), stream.get(), options));
+  const Clock::time_point begin = Clock::now();
+  CAIRN_ASSIGN_OR_RETURN(CompactionResult pass, compactor->CompactNow());
+  const double seconds = Seconds(Clock::now() - begin);
+  if (pass.horizon != appended.entries || pass.key_map_full) {
+    return absl::InternalError(absl::StrFormat(
+        "the pass compacted up to offset %d of %d", pass.horizon, appended.entries));
+  }
+  compactor.reset();
+  CAIRN_RETURN_IF_ERROR(stream->Close());
+  stream.reset();
+  streams.reset();
+  metadata.reset();
+  CAIRN_RETURN_IF_ERROR(store->Close());
+
+  // The input: the payload of every entry the pass covered (the stream had no compacted part).
+  const double input_mb = Megabytes(static_cast<double>(pass.input_entries * c.entry_bytes));
+  const double input_mb_per_s = input_mb / seconds;
+  Headline h = AppendHeadline(c, appended);
+  h.read_mb_per_s = input_mb_per_s;
+  Report r(h);
+  AddSetup(r, ctx, c);
+  AddCacheFields(r, cache);
+  r.Int("key_space", static_cast<int64_t>(c.key_space));
+  r.Number("compaction_input_MB_per_s", input_mb_per_s, 1);
+  r.Number("compaction_stored_MB_per_s",
+           Megabytes(static_cast<double>(pass.input_bytes)) / seconds, 1);
+  r.Number("compaction_s", seconds, 3);
+  r.Number("compaction_read_MB", Megabytes(static_cast<double>(pass.bytes_read)), 1);
+  r.Int("compaction_output_entries", static_cast<int64_t>(pass.output_entries));
+  r.Number("compaction_output_MB", Megabytes(static_cast<double>(pass.output_bytes)), 1);
+  r.Number("key_map_peak_MB", Megabytes(static_cast<double>(pass.key_map_peak_bytes)), 1);
+  r.Ratio("ratio_read_bw", input_mb_per_s, ctx.raw.read_mb_per_s);
+  return r;
+}
 
 absl::StatusOr<Report> RunCase(Context& ctx, const Case& c) {
   if (IsRaw(c.kind)) return RunRawCase(ctx, c);
@@ -1530,6 +1640,9 @@ absl::StatusOr<Report> RunCase(Context& ctx, const Case& c) {
     case Kind::kTailRead:
       report = RunTailReadCase(ctx, c, dir);
       break;
+    case Kind::kCompaction:
+      report = RunCompactionCase(ctx, c, dir);
+      break;
     default:
       report = absl::InternalError("unknown case kind");
   }
@@ -1544,7 +1657,9 @@ std::set<Kind> RawNeeds(const std::vector<Case>& cases) {
   std::set<Kind> needs;
   for (const Case& c : cases) {
     if (c.kind == Kind::kAppend || c.kind == Kind::kCatchUpRead) needs.insert(Kind::kRawWrite);
-    if (c.kind == Kind::kCatchUpRead) needs.insert(Kind::kRawRead);
+    if (c.kind == Kind::kCatchUpRead || c.kind == Kind::kCompaction) {
+      needs.insert(Kind::kRawRead);
+    }
     if (c.kind == Kind::kAppend && c.durability == Durability::kSync) {
       needs.insert(Kind::kRawSync);
     }
