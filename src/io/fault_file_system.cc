@@ -5,18 +5,22 @@
 //
 //  - Every change to file data (write, truncate, allocate) that is not yet durable has a
 //    Change record holding the bytes and size it replaced and the bytes it wrote. A sync that
-//    succeeds retires the records it covers.
+//    succeeds retires the records it covers, except on a file that still has records lost to a
+//    failed sync: there they stay, marked durable, because undoing an older lost change must
+//    not undo a newer durable one (a file written again after a failed attempt).
 //  - Every create and rename that is not yet durable has a DirectoryChange record; a directory
 //    sync retires those in that directory.
-//  - SimulateCrash() undoes all records newest first, then re-applies the writes chosen to
-//    survive (a torn prefix of the newest one, and any kept by chance; or exactly the ones the
-//    caller listed) oldest first, then undoes directory changes newest first. It works on any
+//  - SimulateCrash() undoes all records newest first, then re-applies the durable ones and the
+//    writes chosen to survive (a torn prefix of the newest one, and any kept by chance; or
+//    exactly the ones the caller listed) oldest first, then undoes directory changes newest
+//    first. It works on any
 //    base file system because it only uses the base's own operations.
 //  - Every operation that changes the disk is numbered and logged before it reaches the base;
 //    once the count reaches `freeze_after_operations`, such operations are refused unlogged.
 //
 // Files are tracked as nodes (an inode number of our own) so that a rename moves a file's
 // pending changes with it.
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -109,7 +113,9 @@ class FaultFileSystem final : public FaultInjectionFileSystem {
   uint64_t UnsyncedBytes() const override {
     std::lock_guard lock(mu_);
     uint64_t bytes = 0;
-    for (const auto& [seq, change] : changes_) bytes += change.new_bytes.size();
+    for (const auto& [seq, change] : changes_) {
+      if (!change.durable) bytes += change.new_bytes.size();
+    }
     return bytes;
   }
 
@@ -117,7 +123,7 @@ class FaultFileSystem final : public FaultInjectionFileSystem {
     std::lock_guard lock(mu_);
     std::vector<UnsyncedWrite> writes;
     for (const auto& [seq, change] : changes_) {
-      if (change.kind != Change::kWrite) continue;
+      if (change.kind != Change::kWrite || change.durable) continue;
       auto node = nodes_.find(change.node);
       writes.push_back(UnsyncedWrite{change.operation,
                                      node == nodes_.end() ? std::string() : node->second.path,
@@ -270,6 +276,7 @@ class FaultFileSystem final : public FaultInjectionFileSystem {
     uint64_t new_size;       // kTruncate / kAllocate: the size set.
     bool completed = false;  // Its completion was reaped (a later sync covers it).
     bool lost = false;       // A sync that should have persisted it failed.
+    bool durable = false;    // Synced, but kept to be re-applied after older lost changes.
   };
 
   struct DirectoryChange {
@@ -584,7 +591,9 @@ std::optional<IoCompletion> FaultFileSystem::Admit(const FaultFile& file, const 
         LogLocked(std::move(logged));
         // What the sync should have persisted is lost at the next crash, whatever comes after.
         for (auto& [seq, change] : changes_) {
-          if (!file.directory() && change.node == file.node()) change.lost = true;
+          if (!file.directory() && change.node == file.node() && !change.durable) {
+            change.lost = true;
+          }
         }
         failed.status = ErrnoStatus(EIO, absl::StrCat(r.op == IoOp::kSync ? "fsync " : "fdatasync ",
                                                       file.path(), " (injected)"));
@@ -616,7 +625,9 @@ void FaultFileSystem::Complete(const IoCompletion& completion, uint64_t change_s
   if (!completion.status.ok()) {
     // A real sync failure: as for an injected one, the file's pending changes are lost.
     for (auto& [seq, change] : changes_) {
-      if (sync->directory.empty() && change.node == sync->node) change.lost = true;
+      if (sync->directory.empty() && change.node == sync->node && !change.durable) {
+        change.lost = true;
+      }
     }
     return;
   }
@@ -628,7 +639,15 @@ void FaultFileSystem::Complete(const IoCompletion& completion, uint64_t change_s
   }
   for (uint64_t seq : sync->changes) {
     auto it = changes_.find(seq);
-    if (it != changes_.end() && !it->second.lost) changes_.erase(it);
+    if (it == changes_.end() || it->second.lost) continue;
+    const bool after_lost = std::any_of(changes_.begin(), it, [&](const auto& entry) {
+      return entry.second.node == sync->node && entry.second.lost;
+    });
+    if (after_lost) {
+      it->second.durable = true;
+    } else {
+      changes_.erase(it);
+    }
   }
 }
 
@@ -678,7 +697,9 @@ absl::Status FaultFileSystem::SimulateCrash(const CrashOptions& options) {
   if (options.survivors.has_value()) {
     std::map<uint64_t, uint64_t> by_operation;  // Operation -> sequence, of writes that can survive.
     for (const auto& [seq, change] : changes_) {
-      if (change.kind == Change::kWrite && !change.lost) by_operation[change.operation] = seq;
+      if (change.kind == Change::kWrite && !change.lost && !change.durable) {
+        by_operation[change.operation] = seq;
+      }
     }
     for (const SurvivingWrite& survivor : *options.survivors) {
       auto it = by_operation.find(survivor.operation);
@@ -702,11 +723,11 @@ absl::Status FaultFileSystem::SimulateCrash(const CrashOptions& options) {
 
   uint64_t newest_write = 0;
   for (const auto& [seq, change] : changes_) {
-    if (change.kind == Change::kWrite && !change.lost) newest_write = seq;
+    if (change.kind == Change::kWrite && !change.lost && !change.durable) newest_write = seq;
   }
   for (const auto& [seq, change] : changes_) {
     if (options.survivors.has_value()) break;
-    if (change.lost || change.kind != Change::kWrite) continue;
+    if (change.lost || change.durable || change.kind != Change::kWrite) continue;
     if (seq == newest_write && options.tear_last_write && !change.new_bytes.empty()) {
       // A quarter of the time nothing of it reached the disk; otherwise a prefix did.
       const uint64_t size = change.new_bytes.size();
@@ -726,19 +747,31 @@ absl::Status FaultFileSystem::SimulateCrash(const CrashOptions& options) {
     const Change& change = it->second;
     auto node = nodes_.find(change.node);
     if (node == nodes_.end()) continue;
-    if (change.kind == Change::kWrite && !kept.count(it->first)) ++stats_.last_crash_writes_dropped;
+    if (change.kind == Change::kWrite && !change.durable && !kept.count(it->first)) {
+      ++stats_.last_crash_writes_dropped;
+    }
     CAIRN_RETURN_IF_ERROR(
         WriteBase(node->second.path, change.offset, change.old_bytes, change.old_size));
     node->second.size = change.old_size;
   }
-  // Re-apply the survivors, oldest first.
-  for (const auto& [seq, bytes] : kept) {
-    const Change& change = changes_.at(seq);
+  // Re-apply the durable changes and the survivors, oldest first.
+  for (const auto& [seq, change] : changes_) {
     auto node = nodes_.find(change.node);
     if (node == nodes_.end()) continue;
-    CAIRN_RETURN_IF_ERROR(WriteBase(node->second.path, change.offset,
-                                    std::string_view(change.new_bytes).substr(0, bytes),
-                                    std::nullopt));
+    uint64_t& size = node->second.size;
+    auto survivor = kept.find(seq);
+    if (change.durable && change.kind != Change::kWrite) {
+      const uint64_t new_size =
+          change.kind == Change::kTruncate ? change.new_size : std::max(size, change.new_size);
+      CAIRN_RETURN_IF_ERROR(WriteBase(node->second.path, 0, "", new_size));
+      size = new_size;
+    } else if (change.durable || survivor != kept.end()) {
+      const uint64_t bytes = change.durable ? change.new_bytes.size() : survivor->second;
+      CAIRN_RETURN_IF_ERROR(WriteBase(node->second.path, change.offset,
+                                      std::string_view(change.new_bytes).substr(0, bytes),
+                                      std::nullopt));
+      size = std::max(size, change.offset + bytes);
+    }
   }
   // Undo directory changes, newest first.
   for (auto it = directory_changes_.rbegin(); it != directory_changes_.rend(); ++it) {
