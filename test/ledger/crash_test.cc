@@ -866,6 +866,67 @@ TEST_CASE("ledger crash: no acknowledged append depends on a failed fsync (many 
   CHECK(total.failed_appends > 0);  // The failures reached the appenders.
 }
 
+TEST_CASE("ledger crash: injected read and write errors fail requests, never serve wrong data",
+          "[ledger][crash]") {
+  const bool journal = GENERATE(false, true);
+  INFO("journal " << journal);
+  const uint64_t seed = testing::TestSeed();
+  const ContentSpec spec{.min_value_bytes = 500, .max_value_bytes = 3000};
+  auto base = NewStoreFileSystem();
+  auto fault = NewFaultInjectionFileSystem(base.get(), FaultOptions{.seed = seed});
+  uint64_t id, end = 0;
+  {
+    auto store =
+        Unwrap(Store::Open(OptionsOn(*fault, kMinSegmentBytes, Durability::kSync, journal)));
+    id = Unwrap(store->CreateLedger());
+    auto writer = Unwrap(store->OpenWriter(id));
+    AppendMany(*writer, spec, &end, 60);  // Several segments.
+    writer.reset();
+    REQUIRE(store->Close().ok());
+  }
+  // Reads from a reopened store come from the disk: a third of them fail.
+  auto store = Unwrap(Store::Open(OptionsOn(*fault, kMinSegmentBytes, Durability::kSync, journal)));
+  fault->SetFaults(FaultOptions{.seed = seed, .read_error_probability = 0.3});
+  std::unique_ptr<LedgerReader> reader = Unwrap(store->OpenReader(id));
+  uint64_t read_errors = 0, reads_ok = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    for (uint64_t next = 0; next < end;) {
+      absl::StatusOr<ReadResult> read = reader->Read(next, {.max_entries = 7});
+      if (!read.ok()) {
+        INFO(read.status().ToString());
+        CHECK(CodeOf(read) != StatusCode::kOutOfRange);
+        ++read_errors;
+        ++next;  // Move on, as a reader that gives up on this id would.
+        continue;
+      }
+      ++reads_ok;
+      REQUIRE_FALSE(read->empty());
+      for (const BatchView& batch : read->batches()) CheckGenerated(batch, spec, id);
+      next = read->next_entry_id();
+    }
+  }
+  CHECK(read_errors > 0);
+  CHECK(reads_ok > 0);
+  // Once the disk reads again, everything is there: a read error damaged nothing.
+  fault->ClearFaults();
+  CheckContent(*Unwrap(store->OpenReader(id)), spec, end);
+
+  // A write that fails is never acknowledged, and what was acknowledged survives a crash.
+  auto writer = Unwrap(store->OpenWriter(id));
+  fault->SetFaults(FaultOptions{.seed = seed, .write_error_probability = 1});
+  CHECK_FALSE(AppendGenerated(*writer, spec, end, 3).ok());
+  fault->ClearFaults();
+  Crash(*fault);
+  writer.reset();
+  store.reset();
+  Revive(*fault);
+  store = Unwrap(Store::Open(OptionsOn(*fault, kMinSegmentBytes, Durability::kSync, journal)));
+  CheckRecovered(*store, id, spec, end, end);
+  writer = Unwrap(store->OpenWriter(id));
+  AppendMany(*writer, spec, &end, 2);  // The same ledger goes on after the restart.
+  CheckRecovered(*store, id, spec, end, end);
+}
+
 // Bytes in all files under `dir`.
 uint64_t TotalBytes(FileSystem& fs, const std::string& dir) {
   uint64_t total = 0;
