@@ -131,8 +131,8 @@ FigureReport::~FigureReport() {
     std::lock_guard lock(figures_mu);
     for (const auto& [name, now] : Figures()) {
       auto before = start_.find(name);
-      const auto [total, counted] = before == start_.end() ? std::pair<uint64_t, uint64_t>{}
-                                                            : before->second;
+      const auto [total, counted] =
+          before == start_.end() ? std::pair<uint64_t, uint64_t>{} : before->second;
       if (now.second > counted) line += " " + name + "=" + std::to_string(now.first - total);
     }
   }

@@ -85,8 +85,18 @@ struct CrashOptions {
 
 // One entry of the operation log.
 struct FaultOperation {
-  enum class Kind { kWrite, kTruncate, kAllocate, kSync, kDirectorySync, kCreate, kRename,
-                    kRemove, kCreateDirectory, kRemoveDirectory };
+  enum class Kind {
+    kWrite,
+    kTruncate,
+    kAllocate,
+    kSync,
+    kDirectorySync,
+    kCreate,
+    kRename,
+    kRemove,
+    kCreateDirectory,
+    kRemoveDirectory
+  };
   Kind kind = Kind::kWrite;
   std::string path = {};  // kRename: the new path; `from` holds the old one.
   std::string from = {};

@@ -125,10 +125,9 @@ class FaultFileSystem final : public FaultInjectionFileSystem {
     for (const auto& [seq, change] : changes_) {
       if (change.kind != Change::kWrite || change.durable) continue;
       auto node = nodes_.find(change.node);
-      writes.push_back(UnsyncedWrite{change.operation,
-                                     node == nodes_.end() ? std::string() : node->second.path,
-                                     change.offset, change.new_bytes.size(), change.completed,
-                                     change.lost});
+      writes.push_back(
+          UnsyncedWrite{change.operation, node == nodes_.end() ? std::string() : node->second.path,
+                        change.offset, change.new_bytes.size(), change.completed, change.lost});
     }
     return writes;
   }
@@ -582,9 +581,8 @@ std::optional<IoCompletion> FaultFileSystem::Admit(const FaultFile& file, const 
         return failed;
       }
       ++stats_.syncs;
-      FaultOperation logged{
-          .kind = file.directory() ? OpKind::kDirectorySync : OpKind::kSync,
-          .path = file.path()};
+      FaultOperation logged{.kind = file.directory() ? OpKind::kDirectorySync : OpKind::kSync,
+                            .path = file.path()};
       if (Draw(faults_.sync_error_probability)) {
         ++stats_.injected_sync_errors;
         logged.failed = true;
@@ -695,7 +693,8 @@ absl::Status FaultFileSystem::SimulateCrash(const CrashOptions& options) {
   std::map<uint64_t, uint64_t> kept;  // Sequence -> bytes of new data kept.
   bool torn = false;
   if (options.survivors.has_value()) {
-    std::map<uint64_t, uint64_t> by_operation;  // Operation -> sequence, of writes that can survive.
+    std::map<uint64_t, uint64_t>
+        by_operation;  // Operation -> sequence, of writes that can survive.
     for (const auto& [seq, change] : changes_) {
       if (change.kind == Change::kWrite && !change.lost && !change.durable) {
         by_operation[change.operation] = seq;

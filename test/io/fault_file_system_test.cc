@@ -291,12 +291,12 @@ TEST_CASE("fault fs: keeping unsynced writes by chance, and handles after a cras
 TEST_CASE("fault fs: the operation log numbers every change to the disk", "[io][fault]") {
   Fixture f(GENERATE(from_range(Kinds())));
   auto q = f.Queue();
-  auto file = f.Open("log");                                   // 1: create
-  REQUIRE(WriteAt(*q, *file, 0, std::string("abcd")).ok());   // 2: write
-  REQUIRE(DataSync(*q, *file).ok());                          // 3: sync
-  REQUIRE(file->Truncate(2).ok());                            // 4: truncate
+  auto file = f.Open("log");                                 // 1: create
+  REQUIRE(WriteAt(*q, *file, 0, std::string("abcd")).ok());  // 2: write
+  REQUIRE(DataSync(*q, *file).ok());                         // 3: sync
+  REQUIRE(file->Truncate(2).ok());                           // 4: truncate
   f.fs().SetFaults(FaultOptions{.seed = 1, .sync_error_probability = 1});
-  CHECK_FALSE(DataSync(*q, *file).ok());                      // 5: sync (failed)
+  CHECK_FALSE(DataSync(*q, *file).ok());  // 5: sync (failed)
   f.fs().ClearFaults();
   REQUIRE(f.fs().RenameFile(f.t->Path("log"), f.t->Path("new")).ok());  // 6: rename
   f.SyncRoot();                                                         // 7: directory sync
@@ -311,8 +311,8 @@ TEST_CASE("fault fs: the operation log numbers every change to the disk", "[io][
   INFO(::Catch::Detail::stringify(described));
   REQUIRE(log.size() == 8);
   CHECK(f.fs().stats().operations == 8);
-  const std::vector<Kind> kinds = {Kind::kCreate, Kind::kWrite, Kind::kSync,
-                                   Kind::kTruncate, Kind::kSync, Kind::kRename,
+  const std::vector<Kind> kinds = {Kind::kCreate,        Kind::kWrite, Kind::kSync,
+                                   Kind::kTruncate,      Kind::kSync,  Kind::kRename,
                                    Kind::kDirectorySync, Kind::kRemove};
   for (size_t i = 0; i < kinds.size(); ++i) CHECK(log[i].kind == kinds[i]);
   CHECK(log[1].path == f.t->Path("log"));

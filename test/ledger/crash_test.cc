@@ -779,19 +779,18 @@ FailedFsyncOutcome RunFailedFsync(uint64_t seed, bool journal) {
       for (uint64_t n = 1 + rng() % 4; n > 0; --n) {
         const uint64_t first = next[i], count = 1 + rng() % 5;
         AddGenerated(batch, spec, ids[i], first, count);
-        writers[i]->AppendAsync(
-            batch, [&acked, &failed, ledger = ids[i], first, count](
-                       absl::StatusOr<AppendResult> result) {
-              if (!result.ok()) {
-                ++failed;
-                return;
-              }
-              acked.Add(ledger, result->first_entry_id, result->last_entry_id);
-              // The ids asked for, or the test's model is wrong.
-              if (result->first_entry_id != first || result->last_entry_id != first + count - 1) {
-                ++failed;
-              }
-            });
+        writers[i]->AppendAsync(batch, [&acked, &failed, ledger = ids[i], first,
+                                        count](absl::StatusOr<AppendResult> result) {
+          if (!result.ok()) {
+            ++failed;
+            return;
+          }
+          acked.Add(ledger, result->first_entry_id, result->last_entry_id);
+          // The ids asked for, or the test's model is wrong.
+          if (result->first_entry_id != first || result->last_entry_id != first + count - 1) {
+            ++failed;
+          }
+        });
         next[i] += count;
         batch.Reset();
       }

@@ -317,12 +317,12 @@ void CheckRecovered(Run& run, Durability durability) {
 }
 
 struct Enumeration {
-  uint64_t operations = 0;     // N: operations of the whole workload.
-  uint64_t crash_points = 0;   // N + 1 prefixes.
-  uint64_t states = 0;         // Crash states checked.
-  uint64_t max_unsynced = 0;   // Most unsynced writes at one crash point.
-  uint64_t torn_states = 0;    // States in which the newest surviving write was torn.
-  uint64_t max_segments = 0;   // Segments of the first ledger in the reference run.
+  uint64_t operations = 0;    // N: operations of the whole workload.
+  uint64_t crash_points = 0;  // N + 1 prefixes.
+  uint64_t states = 0;        // Crash states checked.
+  uint64_t max_unsynced = 0;  // Most unsynced writes at one crash point.
+  uint64_t torn_states = 0;   // States in which the newest surviving write was torn.
+  uint64_t max_segments = 0;  // Segments of the first ledger in the reference run.
 };
 
 Enumeration Enumerate(const WorkloadOptions& options) {
