@@ -1180,7 +1180,8 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
 
     // After an I/O failure nothing more is made durable: a later sync of a file can succeed
     // without having persisted what a failed one lost, so a checkpoint or a roll would then
-    // record lost data as durable (an index covering bytes that are not on disk).
+    // record lost data as durable (an index covering bytes that are not on disk). Checked again
+    // before the roll: the checkpoint may have failed.
     if (read_only()) continue;
 
     if (journaled() && journal_position_ >= options_.journal_file_bytes) {
@@ -1188,7 +1189,7 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
       if (!checkpointed.ok()) FailStop(Annotate(checkpointed, "journal checkpoint"));
     }
 
-    if (roll != nullptr) {
+    if (roll != nullptr && !read_only()) {
       uint64_t base;
       {
         std::lock_guard lock(roll->mu);
