@@ -7,7 +7,7 @@
 #   scripts/test.sh --sanitize   AddressSanitizer + UndefinedBehaviorSanitizer build in
 #                                build-asan/, every test but the install tests
 #   scripts/test.sh --tsan       ThreadSanitizer build in build-tsan/, the concurrency tests
-#   scripts/test.sh --long       as the first, with the long reliability run (about an hour)
+#   scripts/test.sh --long       as the first, with the long reliability run (1 to 1.5 hours)
 #
 # Extra arguments after -- go to ctest (e.g. -- -R fault); the reliability suite then does not run.
 set -euo pipefail
