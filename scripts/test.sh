@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
 # Builds cairn and runs the whole test suite. Installs missing Debian packages first.
 #
-#   scripts/test.sh              optimized build in build/, every test
+#   scripts/test.sh              optimized build in build/, every test, then the reliability
+#                                suite at its required size (scripts/reliability.sh: >= 10,000
+#                                crash states, >= 200 SIGKILL cycles; a few minutes)
 #   scripts/test.sh --sanitize   AddressSanitizer + UndefinedBehaviorSanitizer build in
 #                                build-asan/, every test but the install tests
 #   scripts/test.sh --tsan       ThreadSanitizer build in build-tsan/, the concurrency tests
+#   scripts/test.sh --long       as the first, with the long reliability run (1 to 1.5 hours)
 #
-# Extra arguments after -- go to ctest (e.g. -- -R fault).
+# Extra arguments after -- go to ctest (e.g. -- -R fault); the reliability suite then does not run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 mode=release
+reliability=(scripts/reliability.sh)
 ctest_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --sanitize) mode=asan ;;
     --tsan) mode=tsan ;;
-    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    --) shift; ctest_args=("$@"); break ;;
+    --long) reliability+=(--long) ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --) shift; ctest_args=("$@"); reliability=(); break ;;
     *) echo "test.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -46,3 +51,6 @@ cmake --build "$build" -j "$jobs"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 ctest --test-dir "$build" --output-on-failure --no-tests=error -j "$jobs" "${ctest_args[@]}"
+if [ "$mode" = release ] && [ ${#reliability[@]} -gt 0 ]; then
+  "$root/${reliability[0]}" "${reliability[@]:1}" "$build"
+fi

@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
+#include <mutex>
 #include <random>
 
 namespace cairn::testing {
@@ -90,6 +92,54 @@ uint64_t TestSeed() {
   std::fprintf(stderr, "seed %llu (replay with CAIRN_TEST_SEED=%llu)\n",
                static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
   return seed;
+}
+
+uint64_t EnvCount(const char* name, uint64_t fallback) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') return fallback;
+  const uint64_t value = std::strtoull(env, nullptr, 10);
+  return value > 0 ? value : fallback;
+}
+
+namespace {
+
+std::mutex figures_mu;
+// Per figure: its total, and how many times it was counted (a figure counted with 0 is still
+// reported, so that "violations=0" shows).
+std::map<std::string, std::pair<uint64_t, uint64_t>>& Figures() {
+  static auto* figures = new std::map<std::string, std::pair<uint64_t, uint64_t>>();  // Leaked.
+  return *figures;
+}
+
+}  // namespace
+
+void CountFigure(std::string_view name, uint64_t n) {
+  std::lock_guard lock(figures_mu);
+  auto& [total, counted] = Figures()[std::string(name)];
+  total += n;
+  ++counted;
+}
+
+FigureReport::FigureReport() {
+  std::lock_guard lock(figures_mu);
+  start_ = Figures();
+}
+
+FigureReport::~FigureReport() {
+  std::string line = "figures:";
+  {
+    std::lock_guard lock(figures_mu);
+    for (const auto& [name, now] : Figures()) {
+      auto before = start_.find(name);
+      const auto [total, counted] =
+          before == start_.end() ? std::pair<uint64_t, uint64_t>{} : before->second;
+      if (now.second > counted) line += " " + name + "=" + std::to_string(now.first - total);
+    }
+  }
+  if (std::uncaught_exceptions() > 0) line += " failed";
+  line += " test=\"" + Catch::getResultCapture().getCurrentTestName() + "\"\n";
+  std::fputs(line.c_str(), stdout);
+  std::fflush(stdout);
 }
 
 }  // namespace cairn::testing

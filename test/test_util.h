@@ -2,8 +2,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "cairn/fault_injection.h"
@@ -52,5 +55,33 @@ void WriteDurably(FileSystem& fs, const std::string& path, const std::string& co
 
 // The seed for a randomized test: $CAIRN_TEST_SEED if set, else a fresh one. Printed either way.
 uint64_t TestSeed();
+
+// $name as a positive count if set (a test's size: seeds, cycles), else `fallback`.
+uint64_t EnvCount(const char* name, uint64_t fallback);
+
+// ---- reliability figures ------------------------------------------------------------------------
+// Process-wide counters of what the crash and fault tests executed, so that a run can state its
+// figures. The names in use:
+//   crash_states      one simulated crash, then a reopen and a full check against the model of
+//                     what was acknowledged
+//   kills             one real SIGKILL of a process appending, then the same
+//   injected_fsync_errors, acked_appends_covered_by_failed_fsync   (see crash_test.cc)
+void CountFigure(std::string_view name, uint64_t n = 1);
+inline void CountCrashState() { CountFigure("crash_states"); }
+
+// Prints, when destroyed, how much each figure grew during its life, as one line on stdout:
+//   figures: crash_states=1200 kills=0 test="<the current test case>"
+// (with "failed" before `test=` if it is destroyed by a failing assertion). scripts/reliability.sh
+// sums these lines. Declare one at the top of a test case.
+class FigureReport {
+ public:
+  FigureReport();
+  ~FigureReport();
+  FigureReport(const FigureReport&) = delete;
+  FigureReport& operator=(const FigureReport&) = delete;
+
+ private:
+  std::map<std::string, std::pair<uint64_t, uint64_t>> start_;
+};
 
 }  // namespace cairn::testing

@@ -23,13 +23,25 @@
 // Determinism: every random decision comes from one generator seeded by `seed`, consumed in the
 // order requests arrive, so a single-threaded workload replays exactly from its seed.
 //
+// Enumerating crash states: every operation that changes the disk or what of it is durable
+// (a write, truncate, allocation, file or directory sync, file creation, rename, removal) is
+// numbered from 1 and recorded in an operation log. `FaultOptions::freeze_after_operations = k`
+// stops the disk after the k-th: every later such operation fails with EIO and changes nothing,
+// as if the power had failed right after operation k (reads still work). UnsyncedWrites() then
+// lists the writes a crash may drop, and `CrashOptions::survivors` chooses exactly which of them
+// survive, whole or torn, instead of the random choice. A test that replays a deterministic
+// workload for every k and every choice visits every crash state of the workload.
+//
 // Thread-safe. Queues and files obtained before a crash fail every later request with
 // kAborted; open new ones.
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "cairn/io.h"
@@ -47,6 +59,16 @@ struct FaultOptions {
   // Writes and allocations that would grow the total size of all files past this fail with
   // ENOSPC (0: unlimited). Shrinking or removing files frees space again.
   uint64_t capacity_bytes = 0;
+  // Stop the disk after this many operations (counted since the file system was made; see
+  // above). Unset: never. 0: before the first.
+  std::optional<uint64_t> freeze_after_operations = std::nullopt;
+};
+
+// An unsynced write that a crash may keep, and how much of it.
+struct SurvivingWrite {
+  uint64_t operation = 0;  // Its number in the operation log (UnsyncedWrite::operation).
+  // Bytes of it that reach the disk, from its start: all of it by default, fewer for a torn write.
+  uint64_t bytes = std::numeric_limits<uint64_t>::max();
 };
 
 struct CrashOptions {
@@ -54,12 +76,55 @@ struct CrashOptions {
   bool tear_last_write = true;
   // Probability that any other non-durable write survives.
   double keep_unsynced_probability = 0;
+  // When set, the two random choices above are not made: exactly these unsynced writes survive
+  // (each listed at most once, none of them lost to a failed sync), every other one is undone.
+  // Truncations and allocations that were not synced are always undone. SimulateCrash() fails
+  // with kInvalidArgument, changing nothing, if an entry names no such write.
+  std::optional<std::vector<SurvivingWrite>> survivors = std::nullopt;
+};
+
+// One entry of the operation log.
+struct FaultOperation {
+  enum class Kind {
+    kWrite,
+    kTruncate,
+    kAllocate,
+    kSync,
+    kDirectorySync,
+    kCreate,
+    kRename,
+    kRemove,
+    kCreateDirectory,
+    kRemoveDirectory
+  };
+  Kind kind = Kind::kWrite;
+  std::string path = {};  // kRename: the new path; `from` holds the old one.
+  std::string from = {};
+  uint64_t offset = 0;  // kWrite, kAllocate: the range; kTruncate: the new size in `offset`.
+  uint64_t length = 0;
+  uint64_t data_hash = 0;  // kWrite: a hash of the bytes written.
+  bool failed = false;     // It was refused (injected error or frozen disk).
+};
+
+// "write /store/a.seg @4096+512", for failure messages.
+std::string DescribeOperation(const FaultOperation& operation);
+
+// A write that a crash now could drop or keep.
+struct UnsyncedWrite {
+  uint64_t operation = 0;  // Its number in the operation log.
+  std::string path = {};
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  bool completed = false;  // Its completion was reaped (a sync enqueued now would cover it).
+  bool lost = false;       // A sync that should have persisted it failed: it cannot survive.
 };
 
 struct FaultStats {
   uint64_t reads = 0, writes = 0, syncs = 0;
   uint64_t injected_read_errors = 0, injected_write_errors = 0, injected_sync_errors = 0;
   uint64_t injected_no_space = 0;
+  uint64_t operations = 0;       // Operations numbered so far (the operation log's size).
+  uint64_t frozen_refusals = 0;  // Operations refused because the disk was frozen.
   uint64_t crashes = 0;
   // At the last crash: writes undone, whether one was torn, files removed, renames undone.
   uint64_t last_crash_writes_dropped = 0;
@@ -79,6 +144,11 @@ class FaultInjectionFileSystem : public FileSystem {
   virtual absl::Status SimulateCrash(const CrashOptions& options = {}) = 0;
   // Bytes written that a crash now would drop (for tests of the model itself).
   virtual uint64_t UnsyncedBytes() const = 0;
+  // The writes a crash now could drop, oldest first (lost ones included, marked).
+  virtual std::vector<UnsyncedWrite> UnsyncedWrites() const = 0;
+  // Every operation numbered so far; entry i is operation i + 1. Refused ones are marked and,
+  // once the disk is frozen, not recorded (they are counted in FaultStats::frozen_refusals).
+  virtual std::vector<FaultOperation> OperationLog() const = 0;
   virtual FaultStats stats() const = 0;
 };
 

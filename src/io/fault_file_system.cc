@@ -5,16 +5,22 @@
 //
 //  - Every change to file data (write, truncate, allocate) that is not yet durable has a
 //    Change record holding the bytes and size it replaced and the bytes it wrote. A sync that
-//    succeeds retires the records it covers.
+//    succeeds retires the records it covers, except on a file that still has records lost to a
+//    failed sync: there they stay, marked durable, because undoing an older lost change must
+//    not undo a newer durable one (a file written again after a failed attempt).
 //  - Every create and rename that is not yet durable has a DirectoryChange record; a directory
 //    sync retires those in that directory.
-//  - SimulateCrash() undoes all records newest first, then re-applies the writes chosen to
-//    survive (a torn prefix of the newest one, and any kept by chance) oldest first, then undoes
-//    directory changes newest first. It works on any base file system because it only uses the
-//    base's own operations.
+//  - SimulateCrash() undoes all records newest first, then re-applies the durable ones and the
+//    writes chosen to survive (a torn prefix of the newest one, and any kept by chance; or
+//    exactly the ones the caller listed) oldest first, then undoes directory changes newest
+//    first. It works on any
+//    base file system because it only uses the base's own operations.
+//  - Every operation that changes the disk is numbered and logged before it reaches the base;
+//    once the count reaches `freeze_after_operations`, such operations are refused unlogged.
 //
 // Files are tracked as nodes (an inode number of our own) so that a rename moves a file's
 // pending changes with it.
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -35,6 +41,19 @@ namespace cairn {
 namespace {
 
 using internal::ErrnoStatus;
+using OpKind = FaultOperation::Kind;
+
+absl::Status Frozen(std::string_view what, std::string_view path) {
+  return ErrnoStatus(EIO, absl::StrCat(internal::Sv(what), " ", internal::Sv(path),
+                                       " (disk frozen: simulated power failure)"));
+}
+
+uint64_t HashBytes(std::string_view bytes) {
+  // FNV-1a: enough to tell two runs' writes apart in a determinism check.
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (char c : bytes) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+  return h;
+}
 
 absl::Status Aborted(std::string_view what) {
   return absl::AbortedError(
@@ -94,8 +113,28 @@ class FaultFileSystem final : public FaultInjectionFileSystem {
   uint64_t UnsyncedBytes() const override {
     std::lock_guard lock(mu_);
     uint64_t bytes = 0;
-    for (const auto& [seq, change] : changes_) bytes += change.new_bytes.size();
+    for (const auto& [seq, change] : changes_) {
+      if (!change.durable) bytes += change.new_bytes.size();
+    }
     return bytes;
+  }
+
+  std::vector<UnsyncedWrite> UnsyncedWrites() const override {
+    std::lock_guard lock(mu_);
+    std::vector<UnsyncedWrite> writes;
+    for (const auto& [seq, change] : changes_) {
+      if (change.kind != Change::kWrite || change.durable) continue;
+      auto node = nodes_.find(change.node);
+      writes.push_back(
+          UnsyncedWrite{change.operation, node == nodes_.end() ? std::string() : node->second.path,
+                        change.offset, change.new_bytes.size(), change.completed, change.lost});
+    }
+    return writes;
+  }
+
+  std::vector<FaultOperation> OperationLog() const override {
+    std::lock_guard lock(mu_);
+    return operations_;
   }
 
   FaultStats stats() const override {
@@ -116,9 +155,11 @@ class FaultFileSystem final : public FaultInjectionFileSystem {
                                                  const OpenOptions& options) override {
     std::lock_guard lock(mu_);
     CAIRN_ASSIGN_OR_RETURN(bool existed, base_->Exists(path));
+    if (!existed && options.create && RefuseFrozenLocked()) return Frozen("create", path);
     CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> file, base_->OpenFile(path, options));
     uint64_t node = NodeForPathLocked(std::string(path), existed, *file);
     if (!existed) {
+      LogLocked({.kind = OpKind::kCreate, .path = std::string(path)});
       directory_changes_.push_back(
           DirectoryChange{++sequence_, DirectoryChange::kCreate, node, "", std::string(path), {}});
     }
@@ -135,15 +176,25 @@ class FaultFileSystem final : public FaultInjectionFileSystem {
 
   absl::Status CreateDirectory(std::string_view path) override {
     // Directories are taken as durable when created: cairn creates them once, at set-up.
-    return base_->CreateDirectory(path);
+    std::lock_guard lock(mu_);
+    if (RefuseFrozenLocked()) return Frozen("mkdir", path);
+    CAIRN_RETURN_IF_ERROR(base_->CreateDirectory(path));
+    LogLocked({.kind = OpKind::kCreateDirectory, .path = std::string(path)});
+    return absl::OkStatus();
   }
   absl::Status RemoveDirectory(std::string_view path) override {
-    return base_->RemoveDirectory(path);
+    std::lock_guard lock(mu_);
+    if (RefuseFrozenLocked()) return Frozen("rmdir", path);
+    CAIRN_RETURN_IF_ERROR(base_->RemoveDirectory(path));
+    LogLocked({.kind = OpKind::kRemoveDirectory, .path = std::string(path)});
+    return absl::OkStatus();
   }
 
   absl::Status RemoveFile(std::string_view path) override {
     std::lock_guard lock(mu_);
+    if (RefuseFrozenLocked()) return Frozen("unlink", path);
     CAIRN_RETURN_IF_ERROR(base_->RemoveFile(path));
+    LogLocked({.kind = OpKind::kRemove, .path = std::string(path)});
     auto it = path_to_node_.find(std::string(path));
     if (it != path_to_node_.end()) {
       const uint64_t node = it->second;
@@ -159,6 +210,7 @@ class FaultFileSystem final : public FaultInjectionFileSystem {
 
   absl::Status RenameFile(std::string_view from, std::string_view to) override {
     std::lock_guard lock(mu_);
+    if (RefuseFrozenLocked()) return Frozen("rename", to);
     std::string from_path(from), to_path(to);
     // Keep what `to` held, so that an undone rename can bring it back.
     std::optional<std::string> replaced;
@@ -176,6 +228,7 @@ class FaultFileSystem final : public FaultInjectionFileSystem {
       node = NodeForPathLocked(from_path, /*existed=*/true, *probe);
     }
     CAIRN_RETURN_IF_ERROR(base_->RenameFile(from_path, to_path));
+    LogLocked({.kind = OpKind::kRename, .path = to_path, .from = from_path});
     if (from_path == to_path) return absl::OkStatus();
     if (auto old = path_to_node_.find(to_path); old != path_to_node_.end()) {
       // The replaced file is gone; its undone rename restores its content as it was.
@@ -213,6 +266,7 @@ class FaultFileSystem final : public FaultInjectionFileSystem {
   // One change of file data that is not yet durable.
   struct Change {
     enum Kind { kWrite, kTruncate, kAllocate } kind;
+    uint64_t operation;  // Its number in the operation log.
     uint64_t node;
     uint64_t offset;
     std::string old_bytes;  // What [offset, offset + old_bytes.size()) held before.
@@ -221,6 +275,7 @@ class FaultFileSystem final : public FaultInjectionFileSystem {
     uint64_t new_size;       // kTruncate / kAllocate: the size set.
     bool completed = false;  // Its completion was reaped (a later sync covers it).
     bool lost = false;       // A sync that should have persisted it failed.
+    bool durable = false;    // Synced, but kept to be re-applied after older lost changes.
   };
 
   struct DirectoryChange {
@@ -276,6 +331,22 @@ class FaultFileSystem final : public FaultInjectionFileSystem {
     return ReadAt(*helper, *file, offset, out);
   }
 
+  // True, counting a refusal, if the disk is frozen: the caller must then change nothing.
+  bool RefuseFrozenLocked() {
+    if (!faults_.freeze_after_operations.has_value() ||
+        stats_.operations < *faults_.freeze_after_operations) {
+      return false;
+    }
+    ++stats_.frozen_refusals;
+    return true;
+  }
+
+  // Appends to the operation log; returns the operation's number.
+  uint64_t LogLocked(FaultOperation operation) {
+    operations_.push_back(std::move(operation));
+    return ++stats_.operations;
+  }
+
   bool Draw(double probability) {
     if (probability <= 0) return false;
     return std::uniform_real_distribution<double>(0, 1)(rng_) < probability;
@@ -308,6 +379,7 @@ class FaultFileSystem final : public FaultInjectionFileSystem {
   std::map<std::string, uint64_t> path_to_node_;
   std::map<uint64_t, Change> changes_;  // By sequence.
   std::vector<DirectoryChange> directory_changes_;
+  std::vector<FaultOperation> operations_;  // The operation log.
   std::unique_ptr<IoQueue> helper_queue_;
 };
 
@@ -447,7 +519,17 @@ std::optional<IoCompletion> FaultFileSystem::Admit(const FaultFile& file, const 
     case IoOp::kWrite:
     case IoOp::kAllocate: {
       if (file.directory()) return std::nullopt;  // The base reports the error.
-      if (r.op == IoOp::kWrite) ++stats_.writes;
+      const bool write = r.op == IoOp::kWrite;
+      if (RefuseFrozenLocked()) {
+        failed.status = Frozen(write ? "write" : "fallocate", file.path());
+        return failed;
+      }
+      if (write) ++stats_.writes;
+      FaultOperation logged{.kind = write ? OpKind::kWrite : OpKind::kAllocate,
+                            .path = file.path(),
+                            .offset = r.offset,
+                            .length = r.length};
+      if (write) logged.data_hash = HashBytes(std::string_view(r.write_data, r.length));
       Node& node = nodes_[file.node()];
       const uint64_t end = r.offset + r.length;
       const uint64_t new_size = std::max(node.size, end);
@@ -455,17 +537,21 @@ std::optional<IoCompletion> FaultFileSystem::Admit(const FaultFile& file, const 
                                  total_bytes_ - node.size + new_size > faults_.capacity_bytes;
       if (over_capacity || Draw(faults_.no_space_probability)) {
         ++stats_.injected_no_space;
-        failed.status =
-            ErrnoStatus(ENOSPC, absl::StrCat(r.op == IoOp::kWrite ? "write " : "fallocate ",
-                                             file.path(), " (injected)"));
+        failed.status = ErrnoStatus(
+            ENOSPC, absl::StrCat(write ? "write " : "fallocate ", file.path(), " (injected)"));
+        logged.failed = true;
+        LogLocked(std::move(logged));
         return failed;
       }
-      if (r.op == IoOp::kWrite && Draw(faults_.write_error_probability)) {
+      if (write && Draw(faults_.write_error_probability)) {
         ++stats_.injected_write_errors;
         failed.status = ErrnoStatus(EIO, absl::StrCat("write ", file.path(), " (injected)"));
+        logged.failed = true;
+        LogLocked(std::move(logged));
         return failed;
       }
-      Change change{r.op == IoOp::kWrite ? Change::kWrite : Change::kAllocate,
+      Change change{write ? Change::kWrite : Change::kAllocate,
+                    LogLocked(std::move(logged)),
                     file.node(),
                     r.offset,
                     "",
@@ -489,18 +575,29 @@ std::optional<IoCompletion> FaultFileSystem::Admit(const FaultFile& file, const 
     }
 
     case IoOp::kDataSync:
-    case IoOp::kSync:
+    case IoOp::kSync: {
+      if (RefuseFrozenLocked()) {
+        failed.status = Frozen(r.op == IoOp::kSync ? "fsync" : "fdatasync", file.path());
+        return failed;
+      }
       ++stats_.syncs;
+      FaultOperation logged{.kind = file.directory() ? OpKind::kDirectorySync : OpKind::kSync,
+                            .path = file.path()};
       if (Draw(faults_.sync_error_probability)) {
         ++stats_.injected_sync_errors;
+        logged.failed = true;
+        LogLocked(std::move(logged));
         // What the sync should have persisted is lost at the next crash, whatever comes after.
         for (auto& [seq, change] : changes_) {
-          if (!file.directory() && change.node == file.node()) change.lost = true;
+          if (!file.directory() && change.node == file.node() && !change.durable) {
+            change.lost = true;
+          }
         }
         failed.status = ErrnoStatus(EIO, absl::StrCat(r.op == IoOp::kSync ? "fsync " : "fdatasync ",
                                                       file.path(), " (injected)"));
         return failed;
       }
+      LogLocked(std::move(logged));
       if (file.directory()) {
         sync->directory = file.path();
         sync->directory_sequence = sequence_;
@@ -511,6 +608,7 @@ std::optional<IoCompletion> FaultFileSystem::Admit(const FaultFile& file, const 
         }
       }
       return std::nullopt;
+    }
   }
   return std::nullopt;
 }
@@ -525,7 +623,9 @@ void FaultFileSystem::Complete(const IoCompletion& completion, uint64_t change_s
   if (!completion.status.ok()) {
     // A real sync failure: as for an injected one, the file's pending changes are lost.
     for (auto& [seq, change] : changes_) {
-      if (sync->directory.empty() && change.node == sync->node) change.lost = true;
+      if (sync->directory.empty() && change.node == sync->node && !change.durable) {
+        change.lost = true;
+      }
     }
     return;
   }
@@ -537,14 +637,23 @@ void FaultFileSystem::Complete(const IoCompletion& completion, uint64_t change_s
   }
   for (uint64_t seq : sync->changes) {
     auto it = changes_.find(seq);
-    if (it != changes_.end() && !it->second.lost) changes_.erase(it);
+    if (it == changes_.end() || it->second.lost) continue;
+    const bool after_lost = std::any_of(changes_.begin(), it, [&](const auto& entry) {
+      return entry.second.node == sync->node && entry.second.lost;
+    });
+    if (after_lost) {
+      it->second.durable = true;
+    } else {
+      changes_.erase(it);
+    }
   }
 }
 
 absl::Status FaultFileSystem::RecordTruncate(FaultFile& file, uint64_t size) {
   std::lock_guard lock(mu_);
+  if (RefuseFrozenLocked()) return Frozen("ftruncate", file.path());
   Node& node = nodes_[file.node()];
-  Change change{Change::kTruncate, file.node(), size, "", node.size, "", size};
+  Change change{Change::kTruncate, 0, file.node(), size, "", node.size, "", size};
   if (size < node.size) {
     change.old_bytes.resize(node.size - size);
     CAIRN_ASSIGN_OR_RETURN(uint64_t got,
@@ -553,9 +662,11 @@ absl::Status FaultFileSystem::RecordTruncate(FaultFile& file, uint64_t size) {
   } else if (faults_.capacity_bytes != 0 &&
              total_bytes_ - node.size + size > faults_.capacity_bytes) {
     ++stats_.injected_no_space;
+    LogLocked({.kind = OpKind::kTruncate, .path = file.path(), .offset = size, .failed = true});
     return ErrnoStatus(ENOSPC, absl::StrCat("ftruncate ", file.path(), " (injected)"));
   }
   CAIRN_RETURN_IF_ERROR(file.base()->Truncate(size));
+  change.operation = LogLocked({.kind = OpKind::kTruncate, .path = file.path(), .offset = size});
   total_bytes_ = total_bytes_ - node.size + size;
   node.size = size;
   change.completed = true;
@@ -577,20 +688,45 @@ absl::Status FaultFileSystem::WriteBase(const std::string& path, uint64_t offset
 
 absl::Status FaultFileSystem::SimulateCrash(const CrashOptions& options) {
   std::lock_guard lock(mu_);
+  // Decide what survives: exactly the listed writes, or a prefix of the newest write and any
+  // other write kept by chance.
+  std::map<uint64_t, uint64_t> kept;  // Sequence -> bytes of new data kept.
+  bool torn = false;
+  if (options.survivors.has_value()) {
+    std::map<uint64_t, uint64_t>
+        by_operation;  // Operation -> sequence, of writes that can survive.
+    for (const auto& [seq, change] : changes_) {
+      if (change.kind == Change::kWrite && !change.lost && !change.durable) {
+        by_operation[change.operation] = seq;
+      }
+    }
+    for (const SurvivingWrite& survivor : *options.survivors) {
+      auto it = by_operation.find(survivor.operation);
+      if (it == by_operation.end() || kept.count(it->second)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("crash: operation ", survivor.operation,
+                         " is not an unsynced write that can survive, or is listed twice"));
+      }
+      const uint64_t size = changes_.at(it->second).new_bytes.size();
+      const uint64_t bytes = std::min(survivor.bytes, size);
+      if (bytes > 0) kept[it->second] = bytes;
+      if (bytes > 0 && bytes < size) torn = true;
+    }
+  }
+
   ++stats_.crashes;
   stats_.last_crash_writes_dropped = 0;
-  stats_.last_crash_tore_write = false;
+  stats_.last_crash_tore_write = torn;
   stats_.last_crash_files_removed = 0;
   stats_.last_crash_renames_undone = 0;
 
-  // Decide what survives: a prefix of the newest write, and any other write kept by chance.
-  std::map<uint64_t, uint64_t> kept;  // Sequence -> bytes of new data kept.
   uint64_t newest_write = 0;
   for (const auto& [seq, change] : changes_) {
-    if (change.kind == Change::kWrite && !change.lost) newest_write = seq;
+    if (change.kind == Change::kWrite && !change.lost && !change.durable) newest_write = seq;
   }
   for (const auto& [seq, change] : changes_) {
-    if (change.lost || change.kind != Change::kWrite) continue;
+    if (options.survivors.has_value()) break;
+    if (change.lost || change.durable || change.kind != Change::kWrite) continue;
     if (seq == newest_write && options.tear_last_write && !change.new_bytes.empty()) {
       // A quarter of the time nothing of it reached the disk; otherwise a prefix did.
       const uint64_t size = change.new_bytes.size();
@@ -610,19 +746,31 @@ absl::Status FaultFileSystem::SimulateCrash(const CrashOptions& options) {
     const Change& change = it->second;
     auto node = nodes_.find(change.node);
     if (node == nodes_.end()) continue;
-    if (change.kind == Change::kWrite && !kept.count(it->first)) ++stats_.last_crash_writes_dropped;
+    if (change.kind == Change::kWrite && !change.durable && !kept.count(it->first)) {
+      ++stats_.last_crash_writes_dropped;
+    }
     CAIRN_RETURN_IF_ERROR(
         WriteBase(node->second.path, change.offset, change.old_bytes, change.old_size));
     node->second.size = change.old_size;
   }
-  // Re-apply the survivors, oldest first.
-  for (const auto& [seq, bytes] : kept) {
-    const Change& change = changes_.at(seq);
+  // Re-apply the durable changes and the survivors, oldest first.
+  for (const auto& [seq, change] : changes_) {
     auto node = nodes_.find(change.node);
     if (node == nodes_.end()) continue;
-    CAIRN_RETURN_IF_ERROR(WriteBase(node->second.path, change.offset,
-                                    std::string_view(change.new_bytes).substr(0, bytes),
-                                    std::nullopt));
+    uint64_t& size = node->second.size;
+    auto survivor = kept.find(seq);
+    if (change.durable && change.kind != Change::kWrite) {
+      const uint64_t new_size =
+          change.kind == Change::kTruncate ? change.new_size : std::max(size, change.new_size);
+      CAIRN_RETURN_IF_ERROR(WriteBase(node->second.path, 0, "", new_size));
+      size = new_size;
+    } else if (change.durable || survivor != kept.end()) {
+      const uint64_t bytes = change.durable ? change.new_bytes.size() : survivor->second;
+      CAIRN_RETURN_IF_ERROR(WriteBase(node->second.path, change.offset,
+                                      std::string_view(change.new_bytes).substr(0, bytes),
+                                      std::nullopt));
+      size = std::max(size, change.offset + bytes);
+    }
   }
   // Undo directory changes, newest first.
   for (auto it = directory_changes_.rbegin(); it != directory_changes_.rend(); ++it) {
@@ -653,6 +801,44 @@ absl::Status FaultFileSystem::SimulateCrash(const CrashOptions& options) {
 }
 
 }  // namespace
+
+std::string DescribeOperation(const FaultOperation& op) {
+  std::string text;
+  switch (op.kind) {
+    case OpKind::kWrite:
+      text = absl::StrCat("write ", op.path, " @", op.offset, "+", op.length);
+      break;
+    case OpKind::kTruncate:
+      text = absl::StrCat("truncate ", op.path, " to ", op.offset);
+      break;
+    case OpKind::kAllocate:
+      text = absl::StrCat("allocate ", op.path, " @", op.offset, "+", op.length);
+      break;
+    case OpKind::kSync:
+      text = absl::StrCat("sync ", op.path);
+      break;
+    case OpKind::kDirectorySync:
+      text = absl::StrCat("sync directory ", op.path);
+      break;
+    case OpKind::kCreate:
+      text = absl::StrCat("create ", op.path);
+      break;
+    case OpKind::kRename:
+      text = absl::StrCat("rename ", op.from, " to ", op.path);
+      break;
+    case OpKind::kRemove:
+      text = absl::StrCat("remove ", op.path);
+      break;
+    case OpKind::kCreateDirectory:
+      text = absl::StrCat("create directory ", op.path);
+      break;
+    case OpKind::kRemoveDirectory:
+      text = absl::StrCat("remove directory ", op.path);
+      break;
+  }
+  if (op.failed) text += " (failed)";
+  return text;
+}
 
 std::unique_ptr<FaultInjectionFileSystem> NewFaultInjectionFileSystem(FileSystem* base,
                                                                       const FaultOptions& options) {

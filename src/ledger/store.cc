@@ -1265,12 +1265,18 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
       buffers_.GiveAligned(std::move(p.aligned));
     }
 
+    // After an I/O failure nothing more is made durable: a later sync of a file can succeed
+    // without having persisted what a failed one lost, so a checkpoint or a roll would then
+    // record lost data as durable (an index covering bytes that are not on disk). Checked again
+    // before the roll: the checkpoint may have failed.
+    if (read_only()) continue;
+
     if (journaled() && journal_position_ >= options_.journal_file_bytes) {
       absl::Status checkpointed = Checkpoint();
       if (!checkpointed.ok()) FailStop(Annotate(checkpointed, "journal checkpoint"));
     }
 
-    if (roll != nullptr) {
+    if (roll != nullptr && !read_only()) {
       uint64_t base;
       {
         std::lock_guard lock(roll->mu);

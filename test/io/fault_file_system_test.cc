@@ -187,6 +187,29 @@ TEST_CASE("fault fs: after a failed sync the data is lost even if a later sync s
   CHECK(f.fs().stats().injected_sync_errors == 1);
 }
 
+TEST_CASE("fault fs: data made durable after a failed sync survives the undoing of the lost data",
+          "[io][fault]") {
+  // The pattern of a file written again after a failed attempt: the first attempt's data is
+  // lost, the second's was synced and must be what the file holds after a crash.
+  Fixture f(GENERATE(from_range(Kinds())));
+  auto q = f.Queue();
+  auto file = f.Open("index");
+  f.SyncRoot();
+  REQUIRE(file->Truncate(0).ok());
+  REQUIRE(WriteAt(*q, *file, 0, std::string("first attempt")).ok());
+  f.fs().SetFaults(FaultOptions{.seed = 1, .sync_error_probability = 1});
+  CHECK_FALSE(DataSync(*q, *file).ok());
+  f.fs().ClearFaults();
+  REQUIRE(file->Truncate(0).ok());
+  REQUIRE(WriteAt(*q, *file, 0, std::string("second")).ok());
+  REQUIRE(DataSync(*q, *file).ok());
+  REQUIRE(WriteAt(*q, *file, 6, std::string(" and unsynced")).ok());
+  CHECK(f.fs().UnsyncedWrites().size() == 2);  // The lost one and the unsynced one.
+  CHECK(f.fs().UnsyncedBytes() == 13 + 13);
+  REQUIRE(f.fs().SimulateCrash(NoTear()).ok());
+  CHECK(ReadAll(f.fs(), f.t->Path("index")) == "second");
+}
+
 TEST_CASE("fault fs: injected read and write errors", "[io][fault]") {
   Fixture f(GENERATE(from_range(Kinds())));
   auto q = f.Queue();
@@ -263,6 +286,148 @@ TEST_CASE("fault fs: keeping unsynced writes by chance, and handles after a cras
   CHECK(WriteAt(*q2, *file, 0, std::string("x")).code() == absl::StatusCode::kAborted);
   CHECK(file->Size().status().code() == absl::StatusCode::kAborted);
   CHECK(WriteAt(*q2, *f.Open("log"), 0, std::string("x")).ok());
+}
+
+TEST_CASE("fault fs: the operation log numbers every change to the disk", "[io][fault]") {
+  Fixture f(GENERATE(from_range(Kinds())));
+  auto q = f.Queue();
+  auto file = f.Open("log");                                 // 1: create
+  REQUIRE(WriteAt(*q, *file, 0, std::string("abcd")).ok());  // 2: write
+  REQUIRE(DataSync(*q, *file).ok());                         // 3: sync
+  REQUIRE(file->Truncate(2).ok());                           // 4: truncate
+  f.fs().SetFaults(FaultOptions{.seed = 1, .sync_error_probability = 1});
+  CHECK_FALSE(DataSync(*q, *file).ok());  // 5: sync (failed)
+  f.fs().ClearFaults();
+  REQUIRE(f.fs().RenameFile(f.t->Path("log"), f.t->Path("new")).ok());  // 6: rename
+  f.SyncRoot();                                                         // 7: directory sync
+  REQUIRE(f.fs().RemoveFile(f.t->Path("new")).ok());                    // 8: remove
+  std::string buffer(2, '\0');
+  REQUIRE(ReadAt(*q, *file, 0, std::span<char>(buffer)).ok());  // Reads are not logged.
+
+  using Kind = FaultOperation::Kind;
+  const std::vector<FaultOperation> log = f.fs().OperationLog();
+  std::vector<std::string> described;
+  for (const FaultOperation& op : log) described.push_back(DescribeOperation(op));
+  INFO(::Catch::Detail::stringify(described));
+  REQUIRE(log.size() == 8);
+  CHECK(f.fs().stats().operations == 8);
+  const std::vector<Kind> kinds = {Kind::kCreate,        Kind::kWrite, Kind::kSync,
+                                   Kind::kTruncate,      Kind::kSync,  Kind::kRename,
+                                   Kind::kDirectorySync, Kind::kRemove};
+  for (size_t i = 0; i < kinds.size(); ++i) CHECK(log[i].kind == kinds[i]);
+  CHECK(log[1].path == f.t->Path("log"));
+  CHECK(log[1].length == 4);
+  CHECK(log[3].offset == 2);
+  CHECK_FALSE(log[2].failed);
+  CHECK(log[4].failed);
+  CHECK(log[5].from == f.t->Path("log"));
+  CHECK(log[5].path == f.t->Path("new"));
+  CHECK(described[1] == "write " + f.t->Path("log") + " @0+4");
+  CHECK(described[4] == "sync " + f.t->Path("log") + " (failed)");
+}
+
+TEST_CASE("fault fs: a frozen disk refuses every change after the chosen operation",
+          "[io][fault]") {
+  Fixture f(GENERATE(from_range(Kinds())));
+  auto q = f.Queue();
+  auto file = f.Open("log");
+  f.SyncRoot();
+  REQUIRE(WriteAt(*q, *file, 0, std::string("durable|")).ok());
+  REQUIRE(DataSync(*q, *file).ok());
+  const uint64_t done = f.fs().stats().operations;
+  // Two more operations, then the power fails.
+  f.fs().SetFaults(FaultOptions{.seed = 1, .freeze_after_operations = done + 2});
+  REQUIRE(WriteAt(*q, *file, 8, std::string("one|")).ok());
+  REQUIRE(WriteAt(*q, *file, 12, std::string("two|")).ok());
+  CHECK(WriteAt(*q, *file, 16, std::string("three")).code() == absl::StatusCode::kInternal);
+  CHECK(DataSync(*q, *file).code() == absl::StatusCode::kInternal);
+  CHECK(file->Truncate(0).code() == absl::StatusCode::kInternal);
+  CHECK(f.fs().OpenFile(f.t->Path("other"), Create()).status().code() ==
+        absl::StatusCode::kInternal);
+  CHECK(f.fs().RenameFile(f.t->Path("log"), f.t->Path("new")).code() ==
+        absl::StatusCode::kInternal);
+  CHECK(f.fs().RemoveFile(f.t->Path("log")).code() == absl::StatusCode::kInternal);
+  CHECK_FALSE(*f.fs().Exists(f.t->Path("other")));
+  // Reads still work and see everything written before the freeze.
+  CHECK(ReadAll(f.fs(), f.t->Path("log")) == "durable|one|two|");
+  CHECK(f.fs().stats().operations == done + 2);
+  CHECK(f.fs().stats().frozen_refusals == 6);
+  CHECK(f.fs().OperationLog().size() == done + 2);
+  // The two writes since the last sync are what a crash may drop, and nothing else.
+  const std::vector<UnsyncedWrite> unsynced = f.fs().UnsyncedWrites();
+  REQUIRE(unsynced.size() == 2);
+  CHECK(unsynced[0].operation == done + 1);
+  CHECK(unsynced[0].offset == 8);
+  CHECK(unsynced[0].length == 4);
+  CHECK(unsynced[0].completed);
+  CHECK(unsynced[1].operation == done + 2);
+  CHECK(unsynced[1].path == f.t->Path("log"));
+
+  REQUIRE(f.fs().SimulateCrash(NoTear()).ok());
+  f.fs().ClearFaults();  // The machine is back: the disk takes changes again.
+  CHECK(ReadAll(f.fs(), f.t->Path("log")) == "durable|");
+  auto q2 = f.Queue();
+  auto reopened = f.Open("log");
+  CHECK(WriteAt(*q2, *reopened, 8, std::string("after")).ok());
+  CHECK(ReadAll(f.fs(), f.t->Path("log")) == "durable|after");
+}
+
+TEST_CASE("fault fs: a crash keeps exactly the chosen unsynced writes", "[io][fault]") {
+  Fixture f(GENERATE(from_range(Kinds())));
+  auto q = f.Queue();
+  auto file = f.Open("log");
+  f.SyncRoot();
+  REQUIRE(WriteAt(*q, *file, 0, std::string("0123456789")).ok());
+  REQUIRE(DataSync(*q, *file).ok());
+  REQUIRE(WriteAt(*q, *file, 0, std::string("AA")).ok());
+  REQUIRE(WriteAt(*q, *file, 4, std::string("BB")).ok());
+  REQUIRE(WriteAt(*q, *file, 10, std::string("CCCC")).ok());
+  const std::vector<UnsyncedWrite> unsynced = f.fs().UnsyncedWrites();
+  REQUIRE(unsynced.size() == 3);
+  const uint64_t a = unsynced[0].operation, b = unsynced[1].operation, c = unsynced[2].operation;
+
+  SECTION("a bad choice is refused and changes nothing") {
+    CrashOptions bad;
+    bad.survivors = std::vector<SurvivingWrite>{{.operation = a}, {.operation = a}};
+    CHECK(f.fs().SimulateCrash(bad).code() == absl::StatusCode::kInvalidArgument);
+    bad.survivors = std::vector<SurvivingWrite>{{.operation = c + 100}};
+    CHECK(f.fs().SimulateCrash(bad).code() == absl::StatusCode::kInvalidArgument);
+    CHECK(ReadAll(f.fs(), f.t->Path("log")) == "AA23BB6789CCCC");
+    CHECK(f.fs().stats().crashes == 0);
+  }
+  SECTION("the first and a torn prefix of the last, not the middle one") {
+    CrashOptions choice;
+    choice.survivors = std::vector<SurvivingWrite>{{.operation = a}, {.operation = c, .bytes = 3}};
+    REQUIRE(f.fs().SimulateCrash(choice).ok());
+    CHECK(ReadAll(f.fs(), f.t->Path("log")) == "AA23456789CCC");
+    CHECK(f.fs().stats().last_crash_tore_write);
+    CHECK(f.fs().stats().last_crash_writes_dropped == 1);
+  }
+  SECTION("only the middle one") {
+    CrashOptions choice;
+    choice.survivors = std::vector<SurvivingWrite>{{.operation = b}};
+    REQUIRE(f.fs().SimulateCrash(choice).ok());
+    CHECK(ReadAll(f.fs(), f.t->Path("log")) == "0123BB6789");
+    CHECK_FALSE(f.fs().stats().last_crash_tore_write);
+  }
+  SECTION("none, even with tearing asked for: the choice overrides the random one") {
+    CrashOptions choice;
+    choice.tear_last_write = true;
+    choice.keep_unsynced_probability = 1;
+    choice.survivors = std::vector<SurvivingWrite>{};
+    REQUIRE(f.fs().SimulateCrash(choice).ok());
+    CHECK(ReadAll(f.fs(), f.t->Path("log")) == "0123456789");
+    CHECK(f.fs().stats().last_crash_writes_dropped == 3);
+  }
+  SECTION("a write a failed sync covered cannot be chosen") {
+    f.fs().SetFaults(FaultOptions{.seed = 1, .sync_error_probability = 1});
+    CHECK_FALSE(DataSync(*q, *file).ok());
+    f.fs().ClearFaults();
+    for (const UnsyncedWrite& w : f.fs().UnsyncedWrites()) CHECK(w.lost);
+    CrashOptions choice;
+    choice.survivors = std::vector<SurvivingWrite>{{.operation = a}};
+    CHECK(f.fs().SimulateCrash(choice).code() == absl::StatusCode::kInvalidArgument);
+  }
 }
 
 }  // namespace

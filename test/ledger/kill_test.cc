@@ -319,15 +319,19 @@ void RunKillCycles(int cycles) {
     CHECK((killed || (WIFEXITED(status) && WEXITSTATUS(status) == 0)));
     if (!anytime) REQUIRE(report.acks > 0);
     CheckStore(dir.path(), acked, killed && report.acks > 0);
+    if (killed) testing::CountFigure("kills");
   }
 }
 
+// CAIRN_KILL_CYCLES cycles (default 5): the CI's reliability step runs this case with more.
 TEST_CASE("ledger kill: acknowledged appends survive SIGKILL", "[ledger][kill]") {
-  RunKillCycles(5);
+  testing::FigureReport figures;
+  RunKillCycles(static_cast<int>(testing::EnvCount("CAIRN_KILL_CYCLES", 5)));
 }
 
 TEST_CASE("ledger kill: acknowledged appends survive SIGKILL, many times",
           "[ledger][kill][.long]") {
+  testing::FigureReport figures;
   RunKillCycles(100);
 }
 

@@ -772,6 +772,7 @@ class CrashWorkload {
       }
       std::unique_ptr<MetadataStore> store = std::move(*opened);
       Verify(*store);
+      if (life > 0) testing::CountCrashState();
       if (life == o_.crashes) break;
 
       const int ops = 1 + static_cast<int>(Random(o_.max_ops));
@@ -950,6 +951,7 @@ CrashWorkloadOutcome RunCrashWorkload(const CrashWorkloadOptions& options) {
 
 TEST_CASE("metadata crash: acknowledged mutations survive crashes (fixed seeds)",
           "[metadata][crash]") {
+  testing::FigureReport figures;
   CrashWorkloadOutcome total;
   for (uint64_t seed = 1; seed <= 1000; ++seed) {
     const CrashWorkloadOutcome outcome = RunCrashWorkload({.seed = seed});
@@ -963,14 +965,18 @@ TEST_CASE("metadata crash: acknowledged mutations survive crashes (fixed seeds)"
   CHECK(total.compactions > 1000);
 }
 
+// CAIRN_CRASH_SEEDS seeds (default 500): the CI's reliability step sets its own number.
 TEST_CASE("metadata crash: acknowledged mutations survive crashes (random seeds)",
           "[metadata][crash]") {
+  testing::FigureReport figures;
   const uint64_t first = testing::TestSeed();
-  for (uint64_t seed = first; seed < first + 500; ++seed) RunCrashWorkload({.seed = seed});
+  const uint64_t seeds = testing::EnvCount("CAIRN_CRASH_SEEDS", 500);
+  for (uint64_t seed = first; seed < first + seeds; ++seed) RunCrashWorkload({.seed = seed});
 }
 
 TEST_CASE("metadata crash: acknowledged mutations survive crashes (many seeds)",
           "[metadata][crash][.long]") {
+  testing::FigureReport figures;
   const uint64_t first = testing::TestSeed();
   for (uint64_t seed = first; seed < first + 20000; ++seed) {
     RunCrashWorkload({.seed = seed, .crashes = 20, .max_ops = 80});

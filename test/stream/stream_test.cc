@@ -483,7 +483,8 @@ void RunStreamCrashes(uint64_t seed, int rounds) {
   { auto created = Unwrap(world.streams().Create("s", options)); }
   uint64_t acknowledged_end = 0;  // Every offset below was acknowledged to an appender.
   uint64_t persisted_cursor = 0;  // The cursor persisted everything below this.
-  for (int round = 0; round < rounds; ++round) {
+  // Each round but the first checks what the previous round's crash left; the last only checks.
+  for (int round = 0; round <= rounds; ++round) {
     INFO("round " << round);
     crash.Reset();
     auto stream = Unwrap(world.streams().Open("s"));
@@ -495,6 +496,8 @@ void RunStreamCrashes(uint64_t seed, int rounds) {
     REQUIRE(cursor->acknowledged_below() >= persisted_cursor);
     REQUIRE(stats.first_offset <= cursor->acknowledged_below());
     CheckRange(*stream, stats.first_offset, stats.end_offset);
+    if (round > 0) testing::CountCrashState();
+    if (round == rounds) break;
 
     crash.Arm(1 + rng() % 12);
     for (int op = 0; op < 40 && !crash.crashed(); ++op) {
@@ -533,12 +536,16 @@ void RunStreamCrashes(uint64_t seed, int rounds) {
   }
 }
 
+// CAIRN_CRASH_SEEDS seeds (default 30): the CI's reliability step runs this case with more.
 TEST_CASE("Streams survive crashes at random points", "[stream][crash]") {
+  testing::FigureReport figures;
   const uint64_t seed = testing::TestSeed();
-  for (uint64_t i = 0; i < 30; ++i) RunStreamCrashes(seed + i, 8);
+  const uint64_t seeds = testing::EnvCount("CAIRN_CRASH_SEEDS", 30);
+  for (uint64_t i = 0; i < seeds; ++i) RunStreamCrashes(seed + i, 8);
 }
 
 TEST_CASE("Streams survive crashes at random points (many seeds)", "[stream][crash][.long]") {
+  testing::FigureReport figures;
   const uint64_t seed = testing::TestSeed();
   for (uint64_t i = 0; i < 1000; ++i) RunStreamCrashes(seed + i, 10);
 }

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Runs the reliability suite at its required size on an optimized build, and prints its figures:
+# how many crash states (a simulated crash, then a reopen and a full check against the model of
+# what was acknowledged) and real SIGKILL cycles ran, and the failed-fsync measurement. Fails if
+# a test fails or a figure is short of its requirement. scripts/test.sh runs it after the unit
+# tests; docs/reliability.md describes each part.
+#
+#   scripts/reliability.sh [--long] [BUILD_DIR]   (default build/, which must hold test/cairn_tests)
+#
+#   default   >= 10,000 crash states and >= 200 kills: a few minutes on two cores
+#   --long    >= 1,000,000 crash states and >= 10,000 kills: 1 to 1.5 hours on two cores
+#
+# Each randomized step starts from a fresh seed, printed in its log (replay: CAIRN_TEST_SEED=...).
+# Logs go to BUILD_DIR/reliability/.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+long=false
+build="$root/build"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --long) long=true ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "reliability.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+    *) build=$1 ;;
+  esac
+  shift
+done
+tests="$build/test/cairn_tests"
+if [ ! -x "$tests" ]; then
+  echo "reliability.sh: $tests not found; build first (scripts/test.sh builds it)" >&2
+  exit 2
+fi
+logs="$build/reliability"
+mkdir -p "$logs"
+
+# Sizes: seeds per randomized crash test, kill cycles. Crash states per seed: ledger 8 (4 crashes,
+# with and without a journal), stream 8, metadata about 7, failed fsync 2.
+if $long; then
+  ledger_seeds=50000 stream_seeds=40000 metadata_seeds=45000 fsync_seeds=5000 kills=10000
+  min_states=1000000 min_kills=10000
+else
+  ledger_seeds=1000 stream_seeds=300 metadata_seeds=400 fsync_seeds=200 kills=200
+  min_states=10000 min_kills=200
+fi
+
+# name|environment|test case
+steps=(
+  "ledger-crash|CAIRN_CRASH_SEEDS=$ledger_seeds|ledger crash: acknowledged data survives crashes (random seed)"
+  "ledger-exhaustive||[exhaustive]"
+  "ledger-fsync|CAIRN_FSYNC_SEEDS=$fsync_seeds|[fsync]"
+  "stream-crash|CAIRN_CRASH_SEEDS=$stream_seeds|Streams survive crashes at random points"
+  "metadata-crash|CAIRN_CRASH_SEEDS=$metadata_seeds|metadata crash: acknowledged mutations survive crashes (random seeds)"
+)
+
+run_step() {  # name env test-spec
+  local name=$1 env=$2 spec=$3 start status
+  start=$(date +%s)
+  status=0
+  # shellcheck disable=SC2086
+  env $env "$tests" "$spec" >"$logs/$name.log" 2>&1 || status=$?
+  echo "$name $status $(( $(date +%s) - start ))" >"$logs/$name.status"
+}
+
+start=$(date +%s)
+rm -f "$logs"/*.log "$logs"/*.status
+# The kill cycles mostly wait for the child; they run beside the CPU-bound crash steps.
+run_step kill "CAIRN_KILL_CYCLES=$kills" "ledger kill: acknowledged appends survive SIGKILL" &
+kill_pid=$!
+for step in "${steps[@]}"; do
+  IFS='|' read -r name env spec <<<"$step"
+  echo "reliability: $name ..."
+  run_step "$name" "$env" "$spec"
+done
+echo "reliability: waiting for the kill cycles ..."
+wait "$kill_pid"
+elapsed=$(( $(date +%s) - start ))
+
+# The sum of "<figure>=N" over the "figures:" lines of the given logs.
+sum() {
+  local figure=$1
+  shift
+  cat "$@" | awk -v figure="$figure" '/^figures:/ {
+    for (i = 2; i <= NF; ++i) { split($i, kv, "="); if (kv[1] == figure) total += kv[2] } }
+    END { print total + 0 }'
+}
+
+failed=0
+printf '%-20s %8s %14s %8s\n' step seconds crash_states kills
+for f in "$logs"/*.status; do
+  read -r name status seconds <"$f"
+  log="$logs/$name.log"
+  printf '%-20s %8s %14s %8s\n' "$name" "$seconds" "$(sum crash_states "$log")" \
+    "$(sum kills "$log")"
+  if [ "$status" -ne 0 ]; then
+    echo "reliability: $name FAILED (exit $status); its log: $log" >&2
+    grep -E '^seed ' "$log" | head -3 >&2 || true
+    failed=1
+  fi
+done
+states=$(sum crash_states "$logs"/*.log)
+killed=$(sum kills "$logs"/*.log)
+fsync_errors=$(sum injected_fsync_errors "$logs"/*.log)
+covered=$(sum acked_appends_covered_by_failed_fsync "$logs"/*.log)
+grep -h '^exhaustive ' "$logs/ledger-exhaustive.log" || true
+grep -h '^failed fsync ' "$logs/ledger-fsync.log" || true
+echo "reliability: crash_states=$states kills=$killed injected_fsync_errors=$fsync_errors" \
+  "acked_appends_covered_by_failed_fsync=$covered seconds=$elapsed"
+if [ "$states" -lt "$min_states" ]; then
+  echo "reliability: only $states crash states, $min_states required" >&2
+  failed=1
+fi
+if [ "$killed" -lt "$min_kills" ]; then
+  echo "reliability: only $killed kills, $min_kills required" >&2
+  failed=1
+fi
+if [ "$covered" -ne 0 ]; then
+  echo "reliability: acknowledged appends depended on a failed fsync" >&2
+  failed=1
+fi
+exit "$failed"
