@@ -188,6 +188,24 @@ absl::StatusOr<std::vector<IndexRecord>> DecodeIndex(std::span<const char> bytes
   return records;
 }
 
+absl::StatusOr<std::vector<IndexRecord>> DecodeSegmentIndex(std::span<const char> bytes,
+                                                            uint64_t ledger_id,
+                                                            uint64_t base_entry_id,
+                                                            uint64_t segment_bytes,
+                                                            IndexHeader* header_out) {
+  IndexHeader header;
+  absl::StatusOr<std::vector<IndexRecord>> records = DecodeIndex(bytes, &header);
+  if (!records.ok()) return records.status();
+  if (header.ledger_id != ledger_id || header.base_entry_id != base_entry_id ||
+      header.covered_bytes > segment_bytes) {
+    return absl::DataLossError(
+        absl::StrFormat("its index covers %d bytes of %d, or names another ledger or segment",
+                        header.covered_bytes, segment_bytes));
+  }
+  if (header_out != nullptr) *header_out = header;
+  return records;
+}
+
 std::string EncodeLedgerMeta(const LedgerMeta& meta) {
   std::string out(kLedgerMetaBytes, '\0');
   EncodeFixed32(out.data(), kMetaMagic);
