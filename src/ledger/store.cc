@@ -164,6 +164,7 @@ absl::Status StoreImpl::OpenStore() {
   }
   if (journaled()) CAIRN_RETURN_IF_ERROR(OpenJournal());
   worker_ = std::thread([this] { WorkerLoop(); });
+  opened_ = true;
   return absl::OkStatus();
 }
 
@@ -461,7 +462,7 @@ absl::Status StoreImpl::Close() {
     failed = !fail_stop_.ok();
     for (auto& [id, ledger] : ledgers_) ledgers.push_back(ledger);
   }
-  if (!failed && worker_queue_ != nullptr) {
+  if (!failed && opened_ && worker_queue_ != nullptr) {
     // Checkpoint every open segment, so that the next Open reads no tail at all.
     for (const auto& ledger : ledgers) {
       std::lock_guard lock(ledger->mu);
