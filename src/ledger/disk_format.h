@@ -108,7 +108,8 @@ std::string EncodeIndex(const IndexHeader& header, std::span<const IndexRecord> 
 absl::StatusOr<IndexHeader> DecodeIndexHeader(std::span<const char> bytes);
 // `bytes` is the whole index file. Checks the checksum, and that the records are contiguous in
 // entry ids and positions from the header's base entry and the segment header, each non-empty,
-// and end where the header says.
+// and end where the header says, with a running maximum of timestamps that never goes down and
+// ends at the header's.
 absl::StatusOr<std::vector<IndexRecord>> DecodeIndex(std::span<const char> bytes,
                                                      IndexHeader* header);
 // An index file as recovery reads it for segment `base_entry_id` of ledger `ledger_id`, whose
