@@ -166,6 +166,7 @@ absl::StatusOr<std::vector<IndexRecord>> DecodeIndex(std::span<const char> bytes
   const char* p = bytes.data() + kIndexHeaderBytes;
   uint64_t expected_id = header->base_entry_id;
   uint64_t expected_position = kSegmentHeaderBytes;
+  int64_t running_max_timestamp_us = INT64_MIN;
   for (IndexRecord& r : records) {
     r.base_entry_id = DecodeFixed64(p);
     r.position = DecodeFixed64(p + 8);
@@ -178,13 +179,37 @@ absl::StatusOr<std::vector<IndexRecord>> DecodeIndex(std::span<const char> bytes
         r.size == 0) {
       return absl::DataLossError("index file: records not contiguous");
     }
+    // Seek by time binary-searches the running maximum: it must not go down.
+    if (r.max_timestamp_us < running_max_timestamp_us) {
+      return absl::DataLossError("index file: timestamps are not a running maximum");
+    }
+    running_max_timestamp_us = r.max_timestamp_us;
     expected_id = r.end_entry_id();
     expected_position = r.end_position();
   }
-  if (expected_id != header->end_entry_id || expected_position != header->covered_bytes) {
+  if (expected_id != header->end_entry_id || expected_position != header->covered_bytes ||
+      (!records.empty() && records.back().max_timestamp_us != header->max_timestamp_us)) {
     return absl::DataLossError("index file: records do not match the header");
   }
   if (header_out != nullptr) *header_out = *header;
+  return records;
+}
+
+absl::StatusOr<std::vector<IndexRecord>> DecodeSegmentIndex(std::span<const char> bytes,
+                                                            uint64_t ledger_id,
+                                                            uint64_t base_entry_id,
+                                                            uint64_t segment_bytes,
+                                                            IndexHeader* header_out) {
+  IndexHeader header;
+  absl::StatusOr<std::vector<IndexRecord>> records = DecodeIndex(bytes, &header);
+  if (!records.ok()) return records.status();
+  if (header.ledger_id != ledger_id || header.base_entry_id != base_entry_id ||
+      header.covered_bytes > segment_bytes) {
+    return absl::DataLossError(
+        absl::StrFormat("its index covers %d bytes of %d, or names another ledger or segment",
+                        header.covered_bytes, segment_bytes));
+  }
+  if (header_out != nullptr) *header_out = header;
   return records;
 }
 

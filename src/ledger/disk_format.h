@@ -109,9 +109,20 @@ absl::StatusOr<SegmentHeader> DecodeSegmentHeader(std::span<const char> bytes);
 
 std::string EncodeIndex(const IndexHeader& header, std::span<const IndexRecord> records);
 absl::StatusOr<IndexHeader> DecodeIndexHeader(std::span<const char> bytes);
-// `bytes` is the whole index file.
+// `bytes` is the whole index file. Checks the checksum, and that the records are contiguous in
+// entry ids and positions from the header's base entry and the segment header, each non-empty,
+// and end where the header says, with a running maximum of timestamps that never goes down and
+// ends at the header's.
 absl::StatusOr<std::vector<IndexRecord>> DecodeIndex(std::span<const char> bytes,
                                                      IndexHeader* header);
+// An index file as recovery reads it for segment `base_entry_id` of ledger `ledger_id`, whose
+// segment file is `segment_bytes` long: DecodeIndex, and the header must name that ledger and
+// segment and cover no more than the file holds. Any failure is kDataLoss.
+absl::StatusOr<std::vector<IndexRecord>> DecodeSegmentIndex(std::span<const char> bytes,
+                                                            uint64_t ledger_id,
+                                                            uint64_t base_entry_id,
+                                                            uint64_t segment_bytes,
+                                                            IndexHeader* header);
 
 std::string EncodeLedgerMeta(const LedgerMeta& meta);
 absl::StatusOr<LedgerMeta> DecodeLedgerMeta(std::span<const char> bytes);

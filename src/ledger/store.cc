@@ -164,6 +164,7 @@ absl::Status StoreImpl::OpenStore() {
   }
   if (journaled()) CAIRN_RETURN_IF_ERROR(OpenJournal());
   worker_ = std::thread([this] { WorkerLoop(); });
+  opened_ = true;
   return absl::OkStatus();
 }
 
@@ -385,15 +386,9 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id) {
     if (indexed.count(bases[k])) {
       CAIRN_ASSIGN_OR_RETURN(std::string idx,
                              ReadFile(*fs_, *queue, Join(dir, IndexName(bases[k]))));
-      absl::StatusOr<std::vector<IndexRecord>> decoded = DecodeIndex(idx, &index_header);
-      absl::Status index_status = decoded.status();
-      if (index_status.ok() &&
-          (index_header.ledger_id != id || index_header.base_entry_id != bases[k] ||
-           index_header.covered_bytes > size)) {
-        index_status = absl::DataLossError(
-            absl::StrFormat("its index covers %d bytes of %d, or names another ledger or segment",
-                            index_header.covered_bytes, size));
-      }
+      absl::StatusOr<std::vector<IndexRecord>> decoded =
+          DecodeSegmentIndex(idx, id, bases[k], size, &index_header);
+      const absl::Status index_status = decoded.status();
       if (!index_status.ok()) {
         // An index is derived data. A finished segment's can be rebuilt by scanning it whole
         // (and must then check out batch by batch); an open segment's is a checkpoint that,
@@ -538,7 +533,7 @@ absl::Status StoreImpl::Close() {
     failed = !fail_stop_.ok();
     for (auto& [id, ledger] : ledgers_) ledgers.push_back(ledger);
   }
-  if (!failed && worker_queue_ != nullptr) {
+  if (!failed && opened_ && worker_queue_ != nullptr) {
     // Checkpoint every open segment, so that the next Open reads no tail at all.
     for (const auto& ledger : ledgers) {
       std::lock_guard lock(ledger->mu);

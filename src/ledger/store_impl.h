@@ -275,6 +275,10 @@ class StoreImpl final : public Store {
   uint64_t in_flight_bytes_ = 0;
   bool stopping_ = false;
   bool closed_ = false;
+  // Set when OpenStore() succeeded. A store whose opening failed is released by Close() without
+  // writing anything: no checkpoint, no CLEAN marker, no journal file, so that a failed Open
+  // (damage found, say) leaves the directories as recovery found them.
+  bool opened_ = false;
   absl::Status fail_stop_;  // Not OK once read-only.
 
   // The journal. Owned by the worker thread once it runs.

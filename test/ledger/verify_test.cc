@@ -2,10 +2,12 @@
 //
 // Store::Verify reads everything back and reports damage by ledger and entry range.
 #include <catch2/catch.hpp>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "cairn/store.h"
+#include "src/ledger/disk_format.h"
 #include "test/test_util.h"
 
 namespace cairn {
@@ -146,6 +148,56 @@ TEST_CASE("verify: a damaged index of a finished segment is rebuilt at open", "[
   REQUIRE(report.ok());
   CHECK(report->damage.empty());
   CHECK(report->batches == 100);
+}
+
+// Every file under `dir`, with its contents.
+void Snapshot(FileSystem& fs, const std::string& dir, std::map<std::string, std::string>& out) {
+  auto names = fs.ListDirectory(dir);
+  REQUIRE(names.ok());
+  for (const std::string& name : *names) {
+    const std::string path = dir + "/" + name;
+    if (fs.ListDirectory(path).ok()) {
+      Snapshot(fs, path, out);
+    } else {
+      out[path] = testing::ReadAll(fs, path);
+    }
+  }
+}
+
+TEST_CASE("verify: a store that fails to open is left as recovery found it", "[ledger][verify]") {
+  Fixture f;
+  REQUIRE(f.fs->CreateDirectory("/journal").ok());
+  StoreOptions options = f.Options();
+  options.journal_dir = "/journal";
+  uint64_t b;
+  {
+    auto store = Store::Open(options);
+    REQUIRE(store.ok());
+    const uint64_t a = *(*store)->CreateLedger();
+    b = *(*store)->CreateLedger();
+    Fill(**store, a, 30);
+    Fill(**store, b, 3);
+    REQUIRE((*store)->Close().ok());
+  }
+  // As after a crash that lost nothing: no clean-shutdown marker. Then damage ledger b's meta
+  // file, which recovery cannot repair: Open fails after it has recovered ledger a.
+  REQUIRE(f.fs->RemoveFile("/store/CLEAN").ok());
+  const std::string meta = "/store/ledgers/" + internal::HexId(b) + "/meta";
+  std::string bytes = testing::ReadAll(*f.fs, meta);
+  bytes[30] ^= 0x04;
+  testing::WriteDurably(*f.fs, meta, bytes);
+  std::map<std::string, std::string> before;
+  Snapshot(*f.fs, "/store", before);
+  Snapshot(*f.fs, "/journal", before);
+
+  auto store = Store::Open(options);
+  REQUIRE(store.status().code() == absl::StatusCode::kDataLoss);
+  CHECK(store.status().message().find("ledger " + std::to_string(b)) != std::string::npos);
+  // Nothing was checkpointed, marked clean or started in the journal on the way out.
+  std::map<std::string, std::string> after;
+  Snapshot(*f.fs, "/store", after);
+  Snapshot(*f.fs, "/journal", after);
+  CHECK(after == before);
 }
 
 }  // namespace

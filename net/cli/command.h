@@ -1,0 +1,48 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// The `cairn` command-line tool's subcommands. A subcommand is one entry in Commands(): its
+// name, its help, the flags it accepts (defined with ABSL_FLAG in flags.cc) and a function that
+// runs it once its flags are parsed. Adding a subcommand is adding an entry and its function.
+//
+// The tool uses the library through include/cairn/ only.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+namespace cairn::cli {
+
+// Exit statuses, the same for every subcommand.
+inline constexpr int kExitOk = 0;
+// The command ran and found a problem in the data (e.g. `verify` found damage).
+inline constexpr int kExitProblemFound = 1;
+// Wrong usage, or the command could not run (missing directory, store in use, I/O error).
+inline constexpr int kExitError = 2;
+
+// A flag a subcommand accepts.
+struct FlagUse {
+  const char* name;        // As defined with ABSL_FLAG, e.g. "data_dir" (written --data-dir).
+  const char* value_name;  // Shown in help, e.g. "DIR"; empty for a boolean flag.
+  bool required = false;
+};
+
+struct Command {
+  const char* name;
+  const char* summary;  // One line, for the command list.
+  const char* usage;    // The synopsis, after "Usage: ".
+  const char* details;  // What it does and what to know before running it; may be several lines.
+  std::vector<FlagUse> flags;
+  std::vector<const char*> examples;
+  // Runs the command once its flags are set; returns the exit status.
+  int (*run)();
+};
+
+// Every subcommand, in the order `cairn --help` lists them.
+std::span<const Command> Commands();
+
+// The subcommands' entry points (store_commands.cc).
+int RunVerify();
+int RunLedgers();
+
+}  // namespace cairn::cli

@@ -1,0 +1,293 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// The `cairn` tool, run as a separate process on stores built here with the library.
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "cairn/store.h"
+#include "test/test_util.h"
+
+namespace cairn {
+namespace {
+
+struct Run {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::string Quote(const std::string& arg) {
+  std::string out = "'";
+  for (char c : arg) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+// Runs the tool with `args`; its output goes to files in `scratch`.
+Run Cairn(const std::string& scratch, const std::vector<std::string>& args) {
+  std::string command = Quote(CAIRN_CLI);
+  for (const std::string& a : args) command += " " + Quote(a);
+  command += " >" + Quote(scratch + "/out") + " 2>" + Quote(scratch + "/err") + " </dev/null";
+  const int raw = std::system(command.c_str());
+  Run run;
+  REQUIRE(WIFEXITED(raw));
+  run.status = WEXITSTATUS(raw);
+  run.out = Slurp(scratch + "/out");
+  run.err = Slurp(scratch + "/err");
+  INFO("cairn " << command << "\nstdout:\n" << run.out << "\nstderr:\n" << run.err);
+  return run;
+}
+
+// True if `text` is one valid JSON document.
+bool IsJson(const std::string& scratch, const std::string& text) {
+  {
+    std::ofstream out(scratch + "/json", std::ios::binary);
+    out << text;
+  }
+  const std::string command =
+      "python3 -m json.tool " + Quote(scratch + "/json") + " >/dev/null 2>&1";
+  const int raw = std::system(command.c_str());
+  return WIFEXITED(raw) && WEXITSTATUS(raw) == 0;
+}
+
+struct Fixture {
+  Fixture() {
+    dir = temp.path() + "/store";
+    scratch = temp.path() + "/scratch";
+    std::filesystem::create_directories(scratch);
+  }
+  StoreOptions Options() const {
+    StoreOptions options;
+    options.data_dirs = {dir};
+    options.segment_bytes = kMinSegmentBytes;
+    options.log = NullLog();
+    return options;
+  }
+  // Two ledgers: `a` with several segments, `b` with one, sealed.
+  void Build() {
+    auto store = Store::Open(Options());
+    REQUIRE(store.ok());
+    a = *(*store)->CreateLedger();
+    b = *(*store)->CreateLedger();
+    Fill(**store, a, 100);
+    Fill(**store, b, 3);
+    REQUIRE((*store)->Close().ok());
+  }
+  static void Fill(Store& store, uint64_t ledger, int batches) {
+    auto writer = store.OpenWriter(ledger);
+    REQUIRE(writer.ok());
+    const std::string value(200, 'v');
+    for (int i = 0; i < batches; ++i) {
+      BatchBuilder batch;
+      for (int e = 0; e < 10; ++e)
+        REQUIRE(batch.Add({.key = std::nullopt, .value = value, .timestamp_us = i}).ok());
+      REQUIRE((*writer)->Append(batch).ok());
+    }
+    if (ledger % 2 == 0) REQUIRE((*writer)->Seal().ok());
+  }
+  std::string LedgerDir(uint64_t id) const {
+    char name[17];
+    std::snprintf(name, sizeof(name), "%016llx", static_cast<unsigned long long>(id));
+    return dir + "/ledgers/" + name;
+  }
+  // The ledger's first segment file.
+  std::string FirstSegment(uint64_t id) const {
+    std::vector<std::string> segments;
+    for (const auto& e : std::filesystem::directory_iterator(LedgerDir(id))) {
+      if (e.path().extension() == ".seg") segments.push_back(e.path().string());
+    }
+    std::sort(segments.begin(), segments.end());
+    REQUIRE(segments.size() > 1);
+    return segments.front();
+  }
+  static void FlipByte(const std::string& path, uint64_t offset) {
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    REQUIRE(file);
+    file.seekg(static_cast<std::streamoff>(offset));
+    char byte = 0;
+    file.read(&byte, 1);
+    byte ^= 0x01;
+    file.seekp(static_cast<std::streamoff>(offset));
+    file.write(&byte, 1);
+    REQUIRE(file);
+  }
+
+  testing::TempDir temp;
+  std::string dir;
+  std::string scratch;
+  uint64_t a = 0, b = 0;
+};
+
+TEST_CASE("cli: --help describes every command", "[cli]") {
+  Fixture f;
+  Run run = Cairn(f.scratch, {"--help"});
+  CHECK(run.status == 0);
+  CHECK(run.out.find("verify") != std::string::npos);
+  CHECK(run.out.find("ledgers") != std::string::npos);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"verify", "--help"}, std::vector<std::string>{"help", "verify"}}) {
+    run = Cairn(f.scratch, args);
+    CHECK(run.status == 0);
+    CHECK(run.out.find("Usage: cairn verify --data-dir DIR") != std::string::npos);
+    CHECK(run.out.find("--journal-dir DIR") != std::string::npos);
+    CHECK(run.out.find("--json") != std::string::npos);
+    CHECK(run.out.find("torn tail") != std::string::npos);  // What opening changes.
+    CHECK(run.out.find("Examples:") != std::string::npos);
+  }
+  run = Cairn(f.scratch, {"ledgers", "-h"});
+  CHECK(run.status == 0);
+  CHECK(run.out.find("Usage: cairn ledgers") != std::string::npos);
+}
+
+TEST_CASE("cli: usage errors exit with 2", "[cli]") {
+  Fixture f;
+  f.Build();
+  CHECK(Cairn(f.scratch, {}).status == 2);
+  CHECK(Cairn(f.scratch, {"frobnicate"}).status == 2);
+  Run run = Cairn(f.scratch, {"verify"});
+  CHECK(run.status == 2);
+  CHECK(run.err.find("--data-dir is required") != std::string::npos);
+  run = Cairn(f.scratch, {"verify", "--data-dir", f.dir, "--no-such-flag"});
+  CHECK(run.status == 2);
+  CHECK(run.err.find("unknown flag") != std::string::npos);
+  CHECK(Cairn(f.scratch, {"verify", "--data-dir"}).status == 2);
+  CHECK(Cairn(f.scratch, {"verify", "--data-dir", f.dir, "--json=maybe"}).status == 2);
+  CHECK(Cairn(f.scratch, {"verify", "--data-dir", f.dir, "stray"}).status == 2);
+}
+
+TEST_CASE("cli: verify and ledgers on a healthy store", "[cli]") {
+  Fixture f;
+  f.Build();
+  Run run = Cairn(f.scratch, {"verify", "--data-dir", f.dir});
+  CHECK(run.status == 0);
+  CHECK(run.out.find("checked: 2 ledgers") != std::string::npos);
+  CHECK(run.out.find("103 batches") != std::string::npos);
+  CHECK(run.out.find("no damage found") != std::string::npos);
+  CHECK(run.err.find("verifying:") == std::string::npos);  // No progress line off a terminal.
+
+  run = Cairn(f.scratch, {"verify", "--data_dir=" + f.dir, "--json"});
+  CHECK(run.status == 0);
+  CHECK(IsJson(f.scratch, run.out));
+  CHECK(run.out.find("\"clean\":true") != std::string::npos);
+  CHECK(run.out.find("\"batches\":103") != std::string::npos);
+  CHECK(run.out.find("\"damage\":[]") != std::string::npos);
+
+  run = Cairn(f.scratch, {"ledgers", "--data-dir", f.dir});
+  CHECK(run.status == 0);
+  CHECK(run.out.find("LEDGER") != std::string::npos);
+  CHECK(run.out.find("sealed") != std::string::npos);  // b
+  CHECK(run.out.find("999") != std::string::npos);     // a's LAC
+  CHECK(run.out.find("2 ledger(s)") != std::string::npos);
+  run = Cairn(f.scratch, {"ledgers", "--data-dir", f.dir, "--json"});
+  CHECK(run.status == 0);
+  CHECK(IsJson(f.scratch, run.out));
+  CHECK(run.out.find("\"last_add_confirmed\":999,\"entries\":1000") != std::string::npos);
+  CHECK(run.out.find("\"state\":\"sealed\"") != std::string::npos);
+}
+
+TEST_CASE("cli: verify reports a flipped byte by ledger, range, file and offset", "[cli]") {
+  Fixture f;
+  f.Build();
+  const std::string segment = f.FirstSegment(f.a);
+  f.FlipByte(segment, std::filesystem::file_size(segment) / 2);
+  // What the library itself says about it.
+  Damage expected;
+  {
+    auto store = Store::Open(f.Options());
+    REQUIRE(store.ok());
+    auto report = (*store)->Verify();
+    REQUIRE(report.ok());
+    REQUIRE(report->damage.size() == 1);
+    expected = report->damage[0];
+    REQUIRE((*store)->Close().ok());
+  }
+  Run run = Cairn(f.scratch, {"verify", "--data-dir", f.dir});
+  CHECK(run.status == 1);
+  CHECK(run.out.find("DAMAGE: 1 damaged range(s)") != std::string::npos);
+  const std::string line = "ledger " + std::to_string(f.a) + ", entries " +
+                           std::to_string(expected.first_entry_id) + ".." +
+                           std::to_string(expected.last_entry_id) + ": " + segment + " at offset " +
+                           std::to_string(expected.offset) + ": ";
+  CHECK(run.out.find(line) != std::string::npos);
+  CHECK(run.out.find("checksum") != std::string::npos);
+
+  run = Cairn(f.scratch, {"verify", "--data-dir", f.dir, "--json"});
+  CHECK(run.status == 1);
+  CHECK(IsJson(f.scratch, run.out));
+  CHECK(run.out.find("\"clean\":false") != std::string::npos);
+  CHECK(run.out.find("\"ledger\":" + std::to_string(f.a) +
+                     ",\"first_entry\":" + std::to_string(expected.first_entry_id) +
+                     ",\"last_entry\":" + std::to_string(expected.last_entry_id)) !=
+        std::string::npos);
+}
+
+TEST_CASE("cli: damage that stops the store from opening is damage, not a crash", "[cli]") {
+  Fixture f;
+  f.Build();
+  // A damaged ledger meta file: recovery cannot repair it, so Open fails with kDataLoss.
+  f.FlipByte(f.LedgerDir(f.b) + "/meta", 30);
+  Run run = Cairn(f.scratch, {"verify", "--data-dir", f.dir});
+  CHECK(run.status == 1);
+  CHECK(run.out.find("DAMAGE: the store cannot be opened") != std::string::npos);
+  CHECK(run.out.find("ledger " + std::to_string(f.b)) != std::string::npos);
+  run = Cairn(f.scratch, {"verify", "--data-dir", f.dir, "--json"});
+  CHECK(run.status == 1);
+  CHECK(IsJson(f.scratch, run.out));
+  CHECK(run.out.find("\"opened\":false") != std::string::npos);
+  CHECK(run.out.find("\"ledger\":" + std::to_string(f.b)) != std::string::npos);
+  CHECK(Cairn(f.scratch, {"ledgers", "--data-dir", f.dir}).status == 1);
+}
+
+TEST_CASE("cli: operational errors exit with 2", "[cli]") {
+  Fixture f;
+  f.Build();
+  SECTION("a missing directory") {
+    Run run = Cairn(f.scratch, {"verify", "--data-dir", f.dir + "-missing"});
+    CHECK(run.status == 2);
+    CHECK(run.err.find("does not exist") != std::string::npos);
+    CHECK(!std::filesystem::exists(f.dir + "-missing"));  // Not created.
+  }
+  SECTION("a directory that is not a store") {
+    Run run = Cairn(f.scratch, {"verify", "--data-dir", f.scratch});
+    CHECK(run.status == 2);
+    CHECK(run.err.find("not a cairn store") != std::string::npos);
+    CHECK(!std::filesystem::exists(f.scratch + "/LOCK"));
+  }
+  SECTION("a missing journal directory") {
+    Run run =
+        Cairn(f.scratch, {"verify", "--data-dir", f.dir, "--journal-dir", f.dir + "-journal"});
+    CHECK(run.status == 2);
+    CHECK(run.err.find("journal directory") != std::string::npos);
+  }
+  SECTION("a store held open by a running process") {
+    auto store = Store::Open(f.Options());  // This process holds the store's lock.
+    REQUIRE(store.ok());
+    for (const char* command : {"verify", "ledgers"}) {
+      Run run = Cairn(f.scratch, {command, "--data-dir", f.dir});
+      CHECK(run.status == 2);
+      CHECK(run.err.find("in use by a running process") != std::string::npos);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cairn
