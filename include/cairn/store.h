@@ -169,6 +169,10 @@ class LedgerSet {
   // yet written, and all later ones, fail with kFailedPrecondition. What was acknowledged stays.
   // Returns the last add confirmed at the moment of fencing.
   virtual absl::StatusOr<uint64_t> Fence(uint64_t id) = 0;
+
+  // True if an acknowledged append is durable (a crash cannot take it back), as in a store
+  // with Durability::kSync. False also when unknown: a sealed ledger is durable either way.
+  virtual bool acknowledged_means_durable() const { return false; }
 };
 
 // Thread-safe. Destroying the store closes it (see Close()).
@@ -188,6 +192,7 @@ class Store : public LedgerSet {
   // True after an fsync failure or another error after which nothing more can be acknowledged
   // (fail-stop). Reads keep working.
   virtual bool read_only() const = 0;
+  bool acknowledged_means_durable() const override = 0;
   virtual const RecoveryReport& recovery_report() const = 0;
 
   // Reads every acknowledged batch of every ledger and checks it against its checksum and its

@@ -151,6 +151,9 @@ class Cursor {
 struct StreamStats {
   uint64_t first_offset = 0;  // The first retained offset.
   uint64_t end_offset = 0;    // One past the last confirmed offset.
+  // One past the last offset a crash cannot take back: end_offset when the ledgers acknowledge
+  // durably (LedgerSet::acknowledged_means_durable), else the end of the last sealed ledger.
+  uint64_t durable_end_offset = 0;
   uint64_t ledgers = 0;
   uint64_t size_bytes = 0;    // Bytes of the retained ledgers.
 };

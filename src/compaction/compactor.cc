@@ -499,7 +499,9 @@ absl::StatusOr<CompactionResult> CompactorImpl::Pass(bool cancellable) {
   const uint64_t horizon = pass.view.record.horizon;
   pass.result.previous_horizon = horizon;
   pass.result.horizon = horizon;
-  pass.end = stats.end_offset;
+  // Only what a crash cannot take back: compacting entries that a crash then cuts from the
+  // stream's tail would let new appends reuse offsets the compacted part covers.
+  pass.end = stats.durable_end_offset;
   pass.from = std::max(horizon, stats.first_offset);
   if (stats.first_offset > horizon && pass.from < pass.end) {
     options_.log(LogLevel::kWarning,

@@ -197,6 +197,9 @@ class StoreImpl final : public Store {
   absl::StatusOr<std::unique_ptr<LedgerReader>> OpenReader(uint64_t id) override;
   absl::StatusOr<uint64_t> Fence(uint64_t id) override;
   bool read_only() const override;
+  bool acknowledged_means_durable() const override {
+    return options_.durability == Durability::kSync;
+  }
   absl::StatusOr<VerifyReport> Verify(std::function<void(uint64_t)> progress) override;
   const RecoveryReport& recovery_report() const override { return report_; }
 

@@ -251,6 +251,9 @@ class StreamImpl final : public Stream {
     for (const LedgerRange& l : record_.ledgers) stats.size_bytes += l.size_bytes;
     stats.size_bytes += writer_ != nullptr ? writer_bytes_ : 0;
     stats.end_offset = end_offset();
+    stats.durable_end_offset = writer_ == nullptr || ledgers_->acknowledged_means_durable()
+                                   ? stats.end_offset
+                                   : std::min(stats.end_offset, writer_first_offset_);
     return stats;
   }
 

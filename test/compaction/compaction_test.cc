@@ -415,6 +415,52 @@ TEST_CASE("A pass keeps the latest value of each key, with offsets and order", "
           absl::StatusCode::kOutOfRange);
 }
 
+TEST_CASE("With async appends a pass stops where a crash cannot cut the stream",
+          "[compaction][crash]") {
+  auto base = NewMemoryFileSystem();
+  REQUIRE(base->CreateDirectory("/store").ok());
+  auto fs = NewFaultInjectionFileSystem(base.get());
+  StoreOptions options;
+  options.data_dirs = {"/store"};
+  options.file_system = fs.get();
+  options.durability = Durability::kAsync;
+  options.log = kQuiet;
+  auto store = Unwrap(Store::Open(options));
+  REQUIRE(!store->acknowledged_means_durable());
+  LocalMetadataOptions meta;
+  meta.dir = "/meta";
+  meta.file_system = fs.get();
+  meta.log = kQuiet;
+  auto metadata = Unwrap(OpenLocalMetadataStore(meta));
+  auto streams = std::make_unique<Streams>(store.get(), metadata.get(), kQuiet);
+  StreamOptions stream_options;
+  stream_options.ledger_max_entries = 10;
+  auto stream = Unwrap(streams->Create("s", stream_options));
+  std::vector<Entry> log;
+  for (int i = 0; i < 25; ++i) AppendKeyed(*stream, log, "k" + std::to_string(i % 3), "v");
+  // Offsets 20..24 are in the open ledger, acknowledged but not synced.
+  REQUIRE(stream->stats().durable_end_offset == 20);
+  CompactionOptions compaction;
+  compaction.log = kQuiet;
+  auto compactor = Unwrap(Compactor::Open(store.get(), metadata.get(), stream.get(), compaction));
+  CompactionResult result = Unwrap(compactor->CompactNow());
+  REQUIRE(result.horizon == 20);
+  // A crash loses the unsynced tail; the compacted part still ends inside the stream.
+  REQUIRE(fs->SimulateCrash().ok());
+  compactor.reset();
+  stream.reset();
+  streams.reset();
+  metadata.reset();
+  store.reset();
+  store = Unwrap(Store::Open(options));
+  metadata = Unwrap(OpenLocalMetadataStore(meta));
+  streams = std::make_unique<Streams>(store.get(), metadata.get(), kQuiet);
+  stream = Unwrap(streams->Open("s"));
+  REQUIRE(stream->stats().end_offset >= 20);
+  compactor = Unwrap(Compactor::Open(store.get(), metadata.get(), stream.get(), compaction));
+  REQUIRE(Unwrap(compactor->info()).horizon <= stream->stats().end_offset);
+}
+
 TEST_CASE("Replaced compacted parts are deleted", "[compaction]") {
   Fixture f;
   std::vector<Entry> log;

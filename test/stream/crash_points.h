@@ -93,6 +93,7 @@ class CrashingLedgers final : public LedgerSet {
     return base_->OpenReader(id);
   }
   absl::StatusOr<uint64_t> Fence(uint64_t id) override { return base_->Fence(id); }
+  bool acknowledged_means_durable() const override { return base_->acknowledged_means_durable(); }
 
  private:
   LedgerSet* base_;
