@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -49,8 +50,13 @@ template <typename Func>
 kj::Promise<std::invoke_result_t<Func&>> RunBlocking(ThreadPool& pool, Func blocking) {
   using Result = std::invoke_result_t<Func&>;
   auto paf = kj::newPromiseAndCrossThreadFulfiller<Result>();
-  pool.Submit([blocking = kj::mv(blocking), fulfiller = kj::mv(paf.fulfiller)]() mutable {
-    fulfiller->fulfill(blocking());
+  pool.Submit([blocking = std::optional<Func>(kj::mv(blocking)),
+               fulfiller = kj::mv(paf.fulfiller)]() mutable {
+    Result result = (*blocking)();
+    // What the function holds (a reader, a writer) goes before the caller hears back, so that
+    // a caller who then releases the object really is its last user.
+    blocking.reset();
+    fulfiller->fulfill(kj::mv(result));
   });
   return kj::mv(paf.promise);
 }

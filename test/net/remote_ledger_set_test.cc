@@ -15,6 +15,7 @@
 #include <chrono>
 #include <fstream>
 #include <future>
+#include <limits>
 #include <memory>
 #include <regex>
 #include <sstream>
@@ -39,10 +40,10 @@ using cairn::testing::TempDir;
 // listening on an ephemeral loopback port.
 class ServedStore {
  public:
-  ServedStore() {
+  explicit ServedStore(uint64_t segment_bytes = uint64_t{1} << 20) {
     StoreOptions options;
     options.data_dirs = {dir_.path()};
-    options.segment_bytes = uint64_t{1} << 20;
+    options.segment_bytes = segment_bytes;
     options.log = NullLog();
     absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(options);
     REQUIRE(store.ok());
@@ -331,6 +332,38 @@ TEST_CASE("remote ledgers: pipelined appends complete in order", "[net][concurre
   CHECK(out_of_order == 0);
   CHECK(next == kBatches);
   CHECK((*writer)->last_add_confirmed() == 8 * kBatches - 1);
+}
+
+TEST_CASE("remote ledgers: one read returns at most kMaxReadBytes beyond one batch", "[net]") {
+  ServedStore node(uint64_t{64} << 20);  // one segment: a read does not stop at its end
+  std::unique_ptr<RemoteLedgerSet> ledgers = node.Connect();
+  absl::StatusOr<uint64_t> id = ledgers->CreateLedger();
+  REQUIRE(id.ok());
+  absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = ledgers->OpenWriter(*id);
+  REQUIRE(writer.ok());
+  // 12 MiB in 1 MiB batches, sent without waiting: more than the node lets its store hold in
+  // flight in this test (8 MiB), so some wait on the node, in order.
+  const std::string value(size_t{1} << 20, 'r');
+  BatchBuilder builder;
+  std::atomic<int> ok{0};
+  for (int b = 0; b < 12; ++b) {
+    builder.Reset();
+    REQUIRE(builder.Add({.key = std::nullopt, .value = value, .timestamp_us = b}).ok());
+    (*writer)->AppendAsync(builder, [&, b](absl::StatusOr<AppendResult> result) {
+      if (result.ok() && result->first_entry_id == static_cast<uint64_t>(b)) ok++;
+    });
+  }
+  REQUIRE((*writer)->Flush().ok());
+  REQUIRE(ok == 12);
+
+  absl::StatusOr<std::unique_ptr<LedgerReader>> reader = ledgers->OpenReader(*id);
+  REQUIRE(reader.ok());
+  absl::StatusOr<ReadResult> read =
+      (*reader)->Read(0, {.max_bytes = std::numeric_limits<uint64_t>::max()});
+  REQUIRE(read.ok());
+  CHECK(read->size_bytes() <= kMaxReadBytes + kMaxBatchBytes);
+  CHECK(read->next_entry_id() < 12);
+  CHECK(read->next_entry_id() >= 7);  // about 8 MiB worth of 1 MiB batches
 }
 
 TEST_CASE("remote ledgers: blocking calls from an append callback fail instead of deadlocking",
