@@ -4,9 +4,13 @@
 // layer over it, and cairnd as a real process.
 #include "cairn/net/remote_ledger_set.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -398,6 +402,34 @@ TEST_CASE("remote ledgers: a refused connection is kUnavailable", "[net]") {
   CHECK(RemoteLedgerSet::Connect(options).status().code() == absl::StatusCode::kUnavailable);
 }
 
+TEST_CASE("store node: a frame over kMaxMessageBytes is refused from its header", "[net]") {
+  ServedStore node;
+  const int port = std::stoi(node.address().substr(node.address().rfind(':') + 1));
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof(to)) == 0);
+  // A Cap'n Proto frame header: one segment of 2^28 words (2 GiB), more than the limit. The
+  // node must drop the connection, not wait for (or allocate) 2 GiB.
+  const uint32_t header[2] = {0, uint32_t{1} << 28};
+  REQUIRE(write(fd, header, sizeof(header)) == static_cast<ssize_t>(sizeof(header)));
+  timeval timeout{.tv_sec = 10, .tv_usec = 0};
+  REQUIRE(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout)) == 0);
+  char buffer[256];
+  ssize_t got;
+  do {
+    got = read(fd, buffer, sizeof(buffer));  // an abort message may come first, then EOF
+  } while (got > 0);
+  CHECK(got == 0);
+  close(fd);
+  // Others are served as before.
+  std::unique_ptr<RemoteLedgerSet> ledgers = node.Connect();
+  CHECK(ledgers->CreateLedger().ok());
+}
+
 TEST_CASE("remote ledgers: streams run over them unchanged", "[net][stream]") {
   ServedStore node;
   std::unique_ptr<RemoteLedgerSet> ledgers = node.Connect();
@@ -510,9 +542,16 @@ class Daemon {
     return text.str();
   }
 
+  // Sends SIGTERM; safe from any thread.
+  void SendTerminate() const { kill(pid_, SIGTERM); }
+
   // SIGTERM, then the exit status.
   int Terminate() {
-    REQUIRE(kill(pid_, SIGTERM) == 0);
+    SendTerminate();
+    return WaitExit();
+  }
+
+  int WaitExit() {
     int status = 0;
     REQUIRE(waitpid(pid_, &status, 0) == pid_);
     pid_ = 0;
@@ -569,6 +608,63 @@ TEST_CASE("cairnd store: serves, stops cleanly on SIGTERM and keeps what it ackn
   absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> ledgers = RemoteLedgerSet::Connect(options);
   REQUIRE(ledgers.ok());
   CHECK(ReadAll(**ledgers, ledger) == expected);
+  ledgers->reset();
+  CHECK(daemon.Terminate() == 0);
+}
+
+TEST_CASE("cairnd store: SIGTERM during appends keeps every acknowledged one",
+          "[net][daemon][concurrency]") {
+  TempDir dir;
+  const std::string data_dir = dir.path() + "/data";
+  uint64_t ledger = 0;
+  std::vector<std::string> sent;
+  std::atomic<uint64_t> acknowledged_end{0};  // one past the last acknowledged entry
+  std::atomic<uint64_t> failed{0};
+  {
+    Daemon daemon(data_dir, dir.path() + "/cairnd-1.log");
+    RemoteLedgerSetOptions options;
+    options.address = daemon.address();
+    options.log = NullLog();
+    absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> ledgers = RemoteLedgerSet::Connect(options);
+    REQUIRE(ledgers.ok());
+    absl::StatusOr<uint64_t> id = (*ledgers)->CreateLedger();
+    REQUIRE(id.ok());
+    ledger = *id;
+    absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = (*ledgers)->OpenWriter(ledger);
+    REQUIRE(writer.ok());
+    std::thread terminator([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      daemon.SendTerminate();
+    });
+    BatchBuilder builder;
+    for (uint64_t b = 0; b < 5000; ++b) {
+      Fill(builder, b, 5);
+      (*writer)->AppendAsync(builder, [&](absl::StatusOr<AppendResult> result) {
+        // Callbacks run in append order: the acknowledged ones are a prefix.
+        if (result.ok() && failed == 0) {
+          acknowledged_end = result->last_entry_id + 1;
+        } else {
+          failed++;
+        }
+      });
+      for (uint64_t i = 0; i < 5; ++i) sent.push_back(Value(b, i));
+    }
+    (*writer)->Flush().IgnoreError();  // appends after the shutdown fail; that is expected
+    terminator.join();
+    writer->reset();
+    ledgers->reset();
+    CHECK(daemon.WaitExit() == 0);
+  }
+  INFO("acknowledged " << acknowledged_end << " of " << sent.size() << " entries");
+  Daemon daemon(data_dir, dir.path() + "/cairnd-2.log");
+  RemoteLedgerSetOptions options;
+  options.address = daemon.address();
+  options.log = NullLog();
+  absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> ledgers = RemoteLedgerSet::Connect(options);
+  REQUIRE(ledgers.ok());
+  const std::vector<std::string> stored = ReadAll(**ledgers, ledger);
+  REQUIRE(stored.size() >= acknowledged_end);
+  CHECK(std::equal(stored.begin(), stored.end(), sent.begin()));
   ledgers->reset();
   CHECK(daemon.Terminate() == 0);
 }
