@@ -90,6 +90,13 @@ class ReadResult {
   ReadResult(const ReadResult&) = delete;
   ReadResult& operator=(const ReadResult&) = delete;
 
+  // Takes whole batches of ledger `ledger_id` laid end to end, as a reader returned them (for
+  // example after they crossed a network), and verifies each one again before it is served:
+  //  - kDataLoss: a batch is damaged or truncated, belongs to another ledger, or does not start
+  //    where the previous one ended.
+  //  - kInvalidArgument: `bytes` is empty.
+  static absl::StatusOr<ReadResult> FromBatches(uint64_t ledger_id, std::vector<char> bytes);
+
   // In entry-id order, contiguous. The first may start before the id that was asked for (a
   // batch is served whole).
   std::span<const BatchView> batches() const { return batches_; }

@@ -35,6 +35,37 @@ absl::StatusOr<AppendResult> LedgerWriter::Append(std::span<const char> batch) {
   return Wait([&](AppendCallback done) { AppendAsync(batch, std::move(done)); });
 }
 
+absl::StatusOr<ReadResult> ReadResult::FromBatches(uint64_t ledger_id, std::vector<char> bytes) {
+  if (bytes.empty()) return absl::InvalidArgumentError("no batches");
+  ReadResult result;
+  result.buffer_ = std::move(bytes);
+  std::span<const char> rest(result.buffer_);
+  uint64_t next = 0;
+  while (!rest.empty()) {
+    const uint64_t at = result.buffer_.size() - rest.size();
+    absl::StatusOr<BatchView> view = BatchView::Parse(rest);
+    if (!view.ok()) {
+      return absl::DataLossError(absl::StrFormat("ledger %d: the batch at byte %d of a read: %s",
+                                                 ledger_id, at, view.status().message()));
+    }
+    if (view->ledger_id() != ledger_id) {
+      return absl::DataLossError(
+          absl::StrFormat("ledger %d: the batch at byte %d of a read belongs to ledger %d",
+                          ledger_id, at, view->ledger_id()));
+    }
+    if (!result.batches_.empty() && view->base_entry_id() != next) {
+      return absl::DataLossError(
+          absl::StrFormat("ledger %d: the batch at byte %d of a read starts at entry %d, not %d",
+                          ledger_id, at, view->base_entry_id(), next));
+    }
+    next = view->last_entry_id() + 1;
+    result.batches_.push_back(*view);
+    rest = rest.subspan(view->size_bytes());
+  }
+  result.next_entry_id_ = next;
+  return result;
+}
+
 namespace internal {
 
 class WriterImpl final : public LedgerWriter {

@@ -1,0 +1,157 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// cairnd: the cairn daemon. `cairnd store` serves one store over the store-node protocol
+// (net/schema/store.capnp). See docs/network.md.
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "cairn/net/limits.h"
+#include "cairn/store.h"
+#include "kj/async-io.h"
+#include "kj/async-unix.h"
+#include "net/net_status.h"
+#include "net/store_node/store_node.h"
+
+ABSL_FLAG(std::string, data_dir, "", "store: directory of the store's ledgers (required)");
+ABSL_FLAG(std::string, listen, "127.0.0.1:7010",
+          "store: address to listen on, host:port; port 0 picks a free port (the log line "
+          "'listening on' says which)");
+ABSL_FLAG(std::string, journal_dir, "",
+          "store: directory of a shared write-ahead journal, ideally on its own device; empty: "
+          "no journal");
+ABSL_FLAG(std::string, durability, "sync",
+          "store: 'sync' (an append is acknowledged once durable) or 'async' (once written; a "
+          "crash may lose a suffix)");
+
+namespace cairn::net {
+namespace {
+
+constexpr char kUsage[] =
+    "the cairn daemon.\n"
+    "\n"
+    "usage: cairnd <command> [flags]\n"
+    "\n"
+    "commands:\n"
+    "  store        serve a store's ledgers to proxies and clients (a store node):\n"
+    "                 cairnd store --data-dir D [--listen 127.0.0.1:7010] [--journal-dir J]\n"
+    "                              [--durability sync|async]\n"
+    "  standalone   a store and streams in one process (not yet)\n"
+    "  proxy        a stateless stream proxy in front of store nodes (not yet)\n"
+    "\n"
+    "Flags may be spelled with dashes or underscores (--data-dir, --data_dir).\n"
+    "SIGTERM or SIGINT stops the daemon cleanly: it stops accepting connections, finishes the\n"
+    "appends already handed to the store, closes the store and exits with status 0.";
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "cairnd: %s\n", message.c_str());
+  return 1;
+}
+
+int RunStore() {
+  const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
+  if (data_dir.empty()) return Fail("store: --data-dir is required (see --help)");
+  const std::string durability = absl::GetFlag(FLAGS_durability);
+  if (durability != "sync" && durability != "async") {
+    return Fail(absl::StrCat("store: --durability must be sync or async, not '", durability, "'"));
+  }
+  const std::string listen = absl::GetFlag(FLAGS_listen);
+
+  // Signals are captured before any thread exists (the store starts its own), so that every
+  // thread inherits the mask and the event loop alone receives them.
+  kj::UnixEventPort::captureSignal(SIGTERM);
+  kj::UnixEventPort::captureSignal(SIGINT);
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+
+  StoreOptions options;
+  options.data_dirs = {data_dir};
+  options.journal_dir = absl::GetFlag(FLAGS_journal_dir);
+  options.durability = durability == "sync" ? Durability::kSync : Durability::kAsync;
+  LogFunction log = options.log;
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(options);
+  if (!store.ok())
+    return Fail(absl::StrCat("store: opening ", data_dir, ": ", store.status().ToString()));
+
+  int exit_code = 0;
+  kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&] {
+    StoreNodeOptions node_options;
+    node_options.log = log;
+    // Half the store's budget: what the node hands over never makes the store's own
+    // back-pressure block the event loop.
+    node_options.max_in_flight_append_bytes = options.max_in_flight_bytes / 2;
+    StoreNodeServer server(store->get(), node_options);
+
+    kj::Own<kj::NetworkAddress> address =
+        io.provider->getNetwork()
+            .parseAddress(kj::StringPtr(listen.c_str()), kDefaultStorePort)
+            .wait(io.waitScope);
+    kj::Own<kj::ConnectionReceiver> listener = address->listen();
+    const std::string host = listen.substr(0, listen.rfind(':'));
+    server.Listen(*listener);
+    log(LogLevel::kInfo, absl::StrCat("store node listening on ", host, ":", listener->getPort(),
+                                      " (data dir ", data_dir, ")"));
+
+    siginfo_t signal = io.unixEventPort.onSignal(SIGTERM)
+                           .exclusiveJoin(io.unixEventPort.onSignal(SIGINT))
+                           .wait(io.waitScope);
+    log(LogLevel::kInfo, absl::StrCat("signal ", signal.si_signo, ": shutting down"));
+    server.Shutdown().wait(io.waitScope);
+    listener = nullptr;
+  });
+  KJ_IF_MAYBE (exception, failure) {
+    log(LogLevel::kError, ExceptionToStatus(*exception).ToString());
+    exit_code = 1;
+  }
+  absl::Status closed = (*store)->Close();
+  if (!closed.ok()) {
+    log(LogLevel::kError, absl::StrCat("closing the store: ", closed.ToString()));
+    return 1;
+  }
+  if (exit_code == 0) log(LogLevel::kInfo, "store closed");
+  return exit_code;
+}
+
+}  // namespace
+}  // namespace cairn::net
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(cairn::net::kUsage);
+  // Flags may be written with dashes (--data-dir) as well as underscores (--data_dir), the
+  // spelling Abseil knows: rewrite the names (not the values) before parsing.
+  std::vector<std::string> spelled(argv, argv + argc);
+  for (std::string& arg : spelled) {
+    if (arg.rfind("--", 0) != 0) continue;
+    const size_t end = std::min(arg.find('='), arg.size());
+    for (size_t i = 2; i < end; ++i) {
+      if (arg[i] == '-') arg[i] = '_';
+    }
+  }
+  std::vector<char*> rewritten;
+  for (std::string& arg : spelled) rewritten.push_back(arg.data());
+  std::vector<char*> args =
+      absl::ParseCommandLine(static_cast<int>(rewritten.size()), rewritten.data());
+  if (args.size() < 2) {
+    std::fprintf(stderr, "cairnd: a command is needed\n\n%s\n", cairn::net::kUsage);
+    return 2;
+  }
+  const std::string command = args[1];
+  if (args.size() > 2) {
+    std::fprintf(stderr, "cairnd: unexpected argument '%s' (see --help)\n", args[2]);
+    return 2;
+  }
+  if (command == "store") return cairn::net::RunStore();
+  if (command == "standalone" || command == "proxy") {
+    std::fprintf(stderr, "cairnd: '%s' is not implemented yet\n", command.c_str());
+    return 2;
+  }
+  std::fprintf(stderr, "cairnd: unknown command '%s' (see --help)\n", command.c_str());
+  return 2;
+}

@@ -1,0 +1,604 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// RemoteLedgerSet: a KJ event loop on a thread of its own holds the connection; the public
+// methods, called from any thread, run their part on it through kj::Executor::executeSync and
+// wait for the answer. Capabilities and promises live and die on the network thread only.
+#include "cairn/net/remote_ledger_set.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "cairn/net/limits.h"
+#include "capnp/rpc-twoparty.h"
+#include "kj/async-io.h"
+#include "kj/debug.h"
+#include "net/net_status.h"
+#include "net/schema/store.capnp.h"
+
+namespace cairn::net {
+namespace {
+
+absl::Status CalledFromCallback() {
+  return absl::FailedPreconditionError(
+      "a blocking call of the remote ledger client from its own network thread (an append "
+      "callback) would deadlock");
+}
+
+// Bytes of appends sent and not answered, for one connection: AppendAsync waits beyond
+// kMaxClientInFlightBytes, as a local store's does. Thread-safe.
+class AppendWindow {
+ public:
+  void Acquire(uint64_t bytes) {
+    std::unique_lock lock(mu_);
+    // One append larger than the window may go alone.
+    room_.wait(lock, [&] {
+      return in_flight_bytes_ == 0 || in_flight_bytes_ + bytes <= kMaxClientInFlightBytes;
+    });
+    in_flight_bytes_ += bytes;
+  }
+  void Release(uint64_t bytes) {
+    {
+      std::lock_guard lock(mu_);
+      in_flight_bytes_ -= bytes;
+    }
+    room_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable room_;
+  uint64_t in_flight_bytes_ = 0;
+};
+
+// The network thread, its event loop and the one connection.
+class ClientLoop : public kj::TaskSet::ErrorHandler {
+ public:
+  static absl::StatusOr<std::unique_ptr<ClientLoop>> Start(const RemoteLedgerSetOptions& options) {
+    auto loop = std::unique_ptr<ClientLoop>(new ClientLoop(options));
+    std::promise<absl::Status> ready;
+    std::future<absl::Status> started = ready.get_future();
+    loop->thread_ = std::thread([&loop = *loop, &ready] { loop.Main(ready); });
+    absl::Status status = started.get();
+    if (!status.ok()) {
+      loop->thread_.join();
+      return status;
+    }
+    return loop;
+  }
+
+  ~ClientLoop() {
+    if (executor_.get() != nullptr) {
+      kj::Maybe<kj::Exception> failure =
+          kj::runCatchingExceptions([&] { executor_->executeSync([this] { stop_->fulfill(); }); });
+      (void)failure;  // the loop has stopped already: nothing left to stop
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+  bool OnLoopThread() const { return std::this_thread::get_id() == loop_thread_id_; }
+
+  // Runs `func` on the network thread and waits for the promise it returns. A KJ exception
+  // (from the call or the connection) becomes the Status it carries.
+  template <typename T, typename Func>
+  absl::StatusOr<T> Call(Func&& func) {
+    if (OnLoopThread()) return CalledFromCallback();
+    std::optional<T> value;
+    kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions(
+        [&] { value.emplace(executor_->executeSync(std::forward<Func>(func))); });
+    KJ_IF_MAYBE (exception, failure) {
+      return ExceptionToStatus(*exception);
+    }
+    return std::move(*value);
+  }
+  template <typename Func>
+  absl::Status CallVoid(Func&& func) {
+    if (OnLoopThread()) return CalledFromCallback();
+    kj::Maybe<kj::Exception> failure =
+        kj::runCatchingExceptions([&] { executor_->executeSync(std::forward<Func>(func)); });
+    KJ_IF_MAYBE (exception, failure) {
+      return ExceptionToStatus(*exception);
+    }
+    return absl::OkStatus();
+  }
+
+  // Network thread only.
+  rpc::StoreNode::Client& node() { return *node_; }
+  kj::TaskSet& tasks() { return *tasks_; }
+
+  AppendWindow& window() { return window_; }
+  const RemoteLedgerSetOptions& options() const { return options_; }
+
+ private:
+  explicit ClientLoop(const RemoteLedgerSetOptions& options) : options_(options) {}
+
+  void taskFailed(kj::Exception&& exception) override {
+    options_.log(LogLevel::kWarning, absl::StrCat("remote ledgers at ", options_.address, ": ",
+                                                  ExceptionToStatus(exception).ToString()));
+  }
+
+  void Main(std::promise<absl::Status>& ready) {
+    bool signalled = false;
+    auto failed = kj::runCatchingExceptions([&] {
+      loop_thread_id_ = std::this_thread::get_id();
+      kj::AsyncIoContext io = kj::setupAsyncIo();
+      const kj::Duration timeout = options_.connect_timeout.count() * kj::MILLISECONDS;
+      kj::Own<kj::AsyncIoStream> stream =
+          io.provider->getTimer()
+              .timeoutAfter(timeout, io.provider->getNetwork()
+                                         .parseAddress(kj::StringPtr(options_.address.c_str()))
+                                         .then([](kj::Own<kj::NetworkAddress> address) {
+                                           return address->connect().attach(kj::mv(address));
+                                         }))
+              .wait(io.waitScope);
+      capnp::ReaderOptions limits;
+      limits.traversalLimitInWords = kMaxMessageBytes / sizeof(capnp::word);
+      capnp::TwoPartyVatNetwork network(*stream, capnp::rpc::twoparty::Side::CLIENT, limits);
+      auto rpc_system = capnp::makeRpcClient(network);
+      capnp::MallocMessageBuilder message(8);
+      auto server = message.initRoot<capnp::rpc::twoparty::VatId>();
+      server.setSide(capnp::rpc::twoparty::Side::SERVER);
+      rpc::StoreNode::Client node = rpc_system.bootstrap(server).castAs<rpc::StoreNode>();
+      kj::TaskSet tasks(*this);
+      auto stop = kj::newPromiseAndFulfiller<void>();
+
+      node_ = &node;
+      tasks_ = &tasks;
+      stop_ = kj::mv(stop.fulfiller);
+      executor_ = kj::getCurrentThreadExecutor().addRef();
+      ready.set_value(absl::OkStatus());
+      signalled = true;
+
+      stop.promise.wait(io.waitScope);
+      tasks_ = nullptr;
+      node_ = nullptr;
+    });
+    if (!signalled) {
+      KJ_IF_MAYBE (exception, failed) {
+        absl::Status status = ExceptionToStatus(*exception);
+        ready.set_value(absl::UnavailableError(
+            absl::StrCat("cannot connect to ", options_.address, ": ", status.message())));
+      }
+    }
+  }
+
+  const RemoteLedgerSetOptions options_;
+  std::thread thread_;
+  std::thread::id loop_thread_id_;
+  kj::Own<const kj::Executor> executor_;  // set before Start returns
+  AppendWindow window_;
+  // Network thread only, while the loop runs.
+  rpc::StoreNode::Client* node_ = nullptr;
+  kj::TaskSet* tasks_ = nullptr;
+  kj::Own<kj::PromiseFulfiller<void>> stop_;
+};
+
+// ---- LedgerWriter ------------------------------------------------------------------------------
+
+struct PendingAppend {
+  uint64_t bytes = 0;
+  AppendCallback done;
+  std::optional<absl::StatusOr<AppendResult>> result;
+};
+
+// Network thread only.
+struct WriterLoopState {
+  explicit WriterLoopState(rpc::LedgerWriter::Client cap) : cap(kj::mv(cap)) {}
+  rpc::LedgerWriter::Client cap;
+  std::deque<PendingAppend> pending;  // in append order; pending[i] has sequence first_seq + i
+  uint64_t first_seq = 0;
+};
+
+class RemoteWriter final : public LedgerWriter {
+ public:
+  RemoteWriter(ClientLoop& loop, uint64_t id, std::unique_ptr<WriterLoopState> state,
+               uint64_t last_add_confirmed)
+      : loop_(loop), id_(id), state_(std::move(state)), lac_(last_add_confirmed) {}
+
+  ~RemoteWriter() override {
+    // The capability must go on the network thread.
+    if (loop_.OnLoopThread()) {
+      state_.reset();
+      return;
+    }
+    WaitIdle();
+    loop_.CallVoid([this] { state_.reset(); }).IgnoreError();  // the loop outlives writers
+  }
+
+  void AppendAsync(BatchBuilder& batch, AppendCallback done) override {
+    // The node restamps the batch with its ledger and ids; any stamp will do here.
+    absl::StatusOr<std::span<const char>> wire = batch.Finish(id_, 0);
+    if (!wire.ok()) return Send({}, wire.status(), std::move(done));
+    Send(*wire, absl::OkStatus(), std::move(done));
+  }
+
+  void AppendAsync(std::span<const char> batch, AppendCallback done) override {
+    absl::Status check;
+    if (batch.size() > kMaxBatchBytes) {
+      check = absl::InvalidArgumentError(absl::StrCat(
+          "a batch of ", batch.size(), " bytes is over the limit of ", kMaxBatchBytes));
+    }
+    Send(batch, check, std::move(done));
+  }
+
+  absl::Status Flush() override {
+    if (loop_.OnLoopThread()) return CalledFromCallback();
+    WaitIdle();
+    std::lock_guard lock(mu_);
+    return std::exchange(first_error_, absl::OkStatus());
+  }
+
+  absl::StatusOr<uint64_t> Seal() override {
+    // The node seals after the appends sent before, in call order.
+    absl::StatusOr<uint64_t> sealed = loop_.Call<uint64_t>([this] {
+      return state_->cap.sealRequest().send().then(
+          [](capnp::Response<rpc::LedgerWriter::SealResults> response) {
+            return response.getLastEntryId();
+          });
+    });
+    if (loop_.OnLoopThread()) return sealed;
+    WaitIdle();
+    if (sealed.ok()) lac_.store(*sealed);
+    return sealed;
+  }
+
+  uint64_t ledger_id() const override { return id_; }
+  uint64_t last_add_confirmed() const override { return lac_.load(); }
+
+ private:
+  // Sends one append, or completes it with `error` in its turn.
+  void Send(std::span<const char> batch, absl::Status error, AppendCallback done) {
+    if (loop_.OnLoopThread()) {
+      // Cannot wait for the window here; an append from a callback is a caller's error.
+      return done(CalledFromCallback());
+    }
+    const uint64_t bytes = error.ok() ? batch.size() : 0;
+    loop_.window().Acquire(bytes);
+    {
+      std::lock_guard lock(mu_);
+      ++outstanding_;
+    }
+    absl::Status sent = loop_.CallVoid([&] {
+      WriterLoopState& state = *state_;
+      const uint64_t seq = state.first_seq + state.pending.size();
+      state.pending.push_back({.bytes = bytes, .done = std::move(done), .result = std::nullopt});
+      if (!error.ok()) return Complete(seq, error);
+      kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&] {
+        auto request =
+            state.cap.appendRequest(capnp::MessageSize{batch.size() / sizeof(capnp::word) + 16, 0});
+        request.setBatch(
+            capnp::Data::Reader(reinterpret_cast<const kj::byte*>(batch.data()), batch.size()));
+        loop_.tasks().add(request.send().then(
+            [this, seq](capnp::Response<rpc::LedgerWriter::AppendResults> response) {
+              Complete(seq, AppendResult{response.getFirstEntryId(), response.getLastEntryId()});
+            },
+            [this, seq](kj::Exception&& exception) {
+              Complete(seq, ExceptionToStatus(exception));
+            }));
+      });
+      KJ_IF_MAYBE (exception, failure) {
+        Complete(seq, ExceptionToStatus(*exception));
+      }
+    });
+    if (!sent.ok()) {
+      // The network thread is gone (it never is while the set lives): nothing was queued.
+      loop_.window().Release(bytes);
+      FinishOne(sent);
+    }
+  }
+
+  // Network thread: records the answer of append `seq` and runs the callbacks that are due,
+  // in append order.
+  void Complete(uint64_t seq, absl::StatusOr<AppendResult> result) {
+    WriterLoopState& state = *state_;
+    state.pending[seq - state.first_seq].result = std::move(result);
+    while (!state.pending.empty() && state.pending.front().result.has_value()) {
+      PendingAppend append = std::move(state.pending.front());
+      state.pending.pop_front();
+      ++state.first_seq;
+      absl::Status status = append.result->status();
+      if (append.result->ok()) lac_.store((*append.result)->last_entry_id);
+      loop_.window().Release(append.bytes);
+      append.done(std::move(*append.result));
+      FinishOne(status);
+    }
+  }
+
+  void FinishOne(const absl::Status& status) {
+    {
+      std::lock_guard lock(mu_);
+      if (!status.ok() && first_error_.ok()) first_error_ = status;
+      --outstanding_;
+    }
+    idle_.notify_all();
+  }
+
+  void WaitIdle() {
+    std::unique_lock lock(mu_);
+    idle_.wait(lock, [&] { return outstanding_ == 0; });
+  }
+
+  ClientLoop& loop_;
+  const uint64_t id_;
+  std::unique_ptr<WriterLoopState> state_;  // network thread only
+  std::atomic<uint64_t> lac_;
+  std::mutex mu_;
+  std::condition_variable idle_;
+  uint64_t outstanding_ = 0;  // guarded by mu_: appends whose callback has not run
+  absl::Status first_error_;  // guarded by mu_
+};
+
+// ---- LedgerReader ------------------------------------------------------------------------------
+
+// Network thread only.
+struct ReaderLoopState {
+  explicit ReaderLoopState(rpc::LedgerReader::Client cap) : cap(kj::mv(cap)) {}
+  rpc::LedgerReader::Client cap;
+};
+
+struct RawRead {
+  std::vector<char> bytes;
+  uint64_t next_entry_id = 0;
+  uint64_t last_add_confirmed = kNoEntry;
+  bool sealed = false;
+};
+
+struct ReaderPosition {
+  uint64_t last_add_confirmed = kNoEntry;
+  bool sealed = false;
+};
+
+class RemoteReader final : public LedgerReader {
+ public:
+  RemoteReader(ClientLoop& loop, uint64_t id, std::unique_ptr<ReaderLoopState> state,
+               ReaderPosition position)
+      : loop_(loop),
+        id_(id),
+        state_(std::move(state)),
+        lac_(position.last_add_confirmed),
+        sealed_(position.sealed) {}
+
+  ~RemoteReader() override {
+    // The capability must go on the network thread.
+    if (loop_.OnLoopThread()) {
+      state_.reset();
+      return;
+    }
+    loop_.CallVoid([this] { state_.reset(); }).IgnoreError();  // the loop outlives readers
+  }
+
+  absl::StatusOr<ReadResult> Read(uint64_t from_entry_id, const ReadLimits& limits) override {
+    absl::StatusOr<RawRead> raw = loop_.Call<RawRead>([&] {
+      auto request = state_->cap.readRequest();
+      request.setFromEntry(from_entry_id);
+      request.setMaxEntries(limits.max_entries);
+      request.setMaxBytes(limits.max_bytes);
+      return request.send().then([](capnp::Response<rpc::LedgerReader::ReadResults> response) {
+        capnp::Data::Reader bytes = response.getBatches();
+        RawRead raw;
+        raw.bytes.assign(reinterpret_cast<const char*>(bytes.begin()),
+                         reinterpret_cast<const char*>(bytes.end()));
+        raw.next_entry_id = response.getNextEntryId();
+        raw.last_add_confirmed = response.getLastAddConfirmed();
+        raw.sealed = response.getSealed();
+        return raw;
+      });
+    });
+    if (!raw.ok()) return raw.status();
+    Remember({raw->last_add_confirmed, raw->sealed});
+    // Verified again here: what the node read from its disk crossed a network since.
+    absl::StatusOr<ReadResult> result = ReadResult::FromBatches(id_, std::move(raw->bytes));
+    if (!result.ok()) return result.status();
+    if (result->next_entry_id() != raw->next_entry_id) {
+      return absl::DataLossError(absl::StrCat("ledger ", id_, ": a read ends before entry ",
+                                              result->next_entry_id(), ", the node said ",
+                                              raw->next_entry_id));
+    }
+    return result;
+  }
+
+  uint64_t WaitForEntry(uint64_t entry_id, std::chrono::microseconds timeout) override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::microseconds>(
+          deadline - std::chrono::steady_clock::now());
+      const uint64_t slice_us = static_cast<uint64_t>(std::max<int64_t>(left.count(), 0));
+      absl::StatusOr<ReaderPosition> position = loop_.Call<ReaderPosition>([&] {
+        auto request = state_->cap.waitForEntryRequest();
+        request.setEntry(entry_id);
+        request.setTimeoutUs(std::min(slice_us, kMaxWaitSliceUs));
+        return request.send().then(
+            [](capnp::Response<rpc::LedgerReader::WaitForEntryResults> response) {
+              return ReaderPosition{response.getLastAddConfirmed(), response.getSealed()};
+            });
+      });
+      if (!position.ok()) return lac_.load();  // the interface has no error here
+      Remember(*position);
+      const bool reached =
+          position->last_add_confirmed != kNoEntry && position->last_add_confirmed >= entry_id;
+      if (reached || position->sealed || slice_us <= kMaxWaitSliceUs) {
+        return position->last_add_confirmed;
+      }
+    }
+  }
+
+  absl::StatusOr<uint64_t> SeekByTime(int64_t timestamp_us) override {
+    return loop_.Call<uint64_t>([&] {
+      auto request = state_->cap.seekByTimeRequest();
+      request.setTimestampUs(timestamp_us);
+      return request.send().then(
+          [](capnp::Response<rpc::LedgerReader::SeekByTimeResults> response) {
+            return response.getEntryId();
+          });
+    });
+  }
+
+  uint64_t last_add_confirmed() const override {
+    Refresh();
+    return lac_.load();
+  }
+  bool sealed() const override {
+    Refresh();
+    return sealed_.load();
+  }
+  uint64_t ledger_id() const override { return id_; }
+
+ private:
+  // Asks the node; on failure the last known values stand.
+  void Refresh() const {
+    absl::StatusOr<ReaderPosition> position = loop_.Call<ReaderPosition>([&] {
+      return state_->cap.stateRequest().send().then(
+          [](capnp::Response<rpc::LedgerReader::StateResults> response) {
+            return ReaderPosition{response.getLastAddConfirmed(), response.getSealed()};
+          });
+    });
+    if (position.ok()) Remember(*position);
+  }
+  void Remember(const ReaderPosition& position) const {
+    lac_.store(position.last_add_confirmed);
+    sealed_.store(position.sealed);
+  }
+
+  ClientLoop& loop_;
+  const uint64_t id_;
+  std::unique_ptr<ReaderLoopState> state_;  // network thread only
+  mutable std::atomic<uint64_t> lac_;
+  mutable std::atomic<bool> sealed_;
+};
+
+// ---- LedgerSet ---------------------------------------------------------------------------------
+
+struct OpenedWriter {
+  std::unique_ptr<WriterLoopState> state;
+  uint64_t last_add_confirmed = kNoEntry;
+};
+
+struct OpenedReader {
+  std::unique_ptr<ReaderLoopState> state;
+  ReaderPosition position;
+};
+
+class RemoteLedgerSetImpl final : public RemoteLedgerSet {
+ public:
+  explicit RemoteLedgerSetImpl(std::unique_ptr<ClientLoop> loop) : loop_(std::move(loop)) {}
+
+  const std::string& address() const override { return loop_->options().address; }
+
+  absl::StatusOr<uint64_t> CreateLedger(std::optional<uint64_t> id) override {
+    return loop_->Call<uint64_t>([&] {
+      auto request = loop_->node().createLedgerRequest();
+      request.setHasId(id.has_value());
+      request.setId(id.value_or(0));
+      return request.send().then([](capnp::Response<rpc::StoreNode::CreateLedgerResults> response) {
+        return response.getId();
+      });
+    });
+  }
+
+  std::vector<uint64_t> ListLedgers() override {
+    absl::StatusOr<std::vector<uint64_t>> ids = loop_->Call<std::vector<uint64_t>>([&] {
+      return loop_->node().listLedgersRequest().send().then(
+          [](capnp::Response<rpc::StoreNode::ListLedgersResults> response) {
+            std::vector<uint64_t> ids;
+            for (uint64_t id : response.getIds()) ids.push_back(id);
+            return ids;
+          });
+    });
+    if (!ids.ok()) {
+      // The interface has no error here: say so, and answer with no ledgers.
+      loop_->options().log(LogLevel::kWarning, absl::StrCat("listing the ledgers of ", address(),
+                                                            ": ", ids.status().ToString()));
+      return {};
+    }
+    return *std::move(ids);
+  }
+
+  absl::StatusOr<LedgerInfo> GetLedgerInfo(uint64_t id) override {
+    return loop_->Call<LedgerInfo>([&] {
+      auto request = loop_->node().getLedgerInfoRequest();
+      request.setId(id);
+      return request.send().then(
+          [](capnp::Response<rpc::StoreNode::GetLedgerInfoResults> response) {
+            rpc::LedgerInfo::Reader in = response.getInfo();
+            LedgerInfo info;
+            info.id = in.getId();
+            info.state = in.getSealed() ? LedgerState::kSealed : LedgerState::kOpen;
+            info.fenced = in.getFenced();
+            info.last_add_confirmed = in.getLastAddConfirmed();
+            info.size_bytes = in.getSizeBytes();
+            info.segment_count = in.getSegmentCount();
+            return info;
+          });
+    });
+  }
+
+  absl::Status DeleteLedger(uint64_t id) override {
+    absl::StatusOr<bool> deleted = loop_->Call<bool>([&] {
+      auto request = loop_->node().deleteLedgerRequest();
+      request.setId(id);
+      return request.send().then(
+          [](capnp::Response<rpc::StoreNode::DeleteLedgerResults>) { return true; });
+    });
+    return deleted.status();
+  }
+
+  absl::StatusOr<std::unique_ptr<LedgerWriter>> OpenWriter(uint64_t id) override {
+    absl::StatusOr<OpenedWriter> opened = loop_->Call<OpenedWriter>([&] {
+      auto request = loop_->node().openWriterRequest();
+      request.setId(id);
+      return request.send().then([](capnp::Response<rpc::StoreNode::OpenWriterResults> response) {
+        return OpenedWriter{std::make_unique<WriterLoopState>(response.getWriter()),
+                            response.getLastAddConfirmed()};
+      });
+    });
+    if (!opened.ok()) return opened.status();
+    return std::make_unique<RemoteWriter>(*loop_, id, std::move(opened->state),
+                                          opened->last_add_confirmed);
+  }
+
+  absl::StatusOr<std::unique_ptr<LedgerReader>> OpenReader(uint64_t id) override {
+    absl::StatusOr<OpenedReader> opened = loop_->Call<OpenedReader>([&] {
+      auto request = loop_->node().openReaderRequest();
+      request.setId(id);
+      return request.send().then([](capnp::Response<rpc::StoreNode::OpenReaderResults> response) {
+        return OpenedReader{std::make_unique<ReaderLoopState>(response.getReader()),
+                            {response.getLastAddConfirmed(), response.getSealed()}};
+      });
+    });
+    if (!opened.ok()) return opened.status();
+    return std::make_unique<RemoteReader>(*loop_, id, std::move(opened->state), opened->position);
+  }
+
+  absl::StatusOr<uint64_t> Fence(uint64_t id) override {
+    return loop_->Call<uint64_t>([&] {
+      auto request = loop_->node().fenceRequest();
+      request.setId(id);
+      return request.send().then([](capnp::Response<rpc::StoreNode::FenceResults> response) {
+        return response.getLastAddConfirmed();
+      });
+    });
+  }
+
+ private:
+  std::unique_ptr<ClientLoop> loop_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> RemoteLedgerSet::Connect(
+    const RemoteLedgerSetOptions& options) {
+  absl::StatusOr<std::unique_ptr<ClientLoop>> loop = ClientLoop::Start(options);
+  if (!loop.ok()) return loop.status();
+  return std::make_unique<RemoteLedgerSetImpl>(*std::move(loop));
+}
+
+}  // namespace cairn::net

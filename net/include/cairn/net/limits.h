@@ -1,0 +1,41 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// Named limits of the store-node protocol (net/schema/store.capnp states the same numbers).
+// Each is enforced before memory is allocated for what it limits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cairn/batch.h"
+
+namespace cairn::net {
+
+// One RPC message (frame), either direction. A receiver refuses a larger frame from its header,
+// before allocating it.
+inline constexpr size_t kMaxMessageBytes = size_t{32} << 20;
+
+// Bytes of batches one read returns, not counting the one whole batch a read always returns.
+// A larger `max_bytes` asked for is clamped to it.
+inline constexpr uint64_t kMaxReadBytes = uint64_t{8} << 20;
+static_assert(kMaxReadBytes + kMaxBatchBytes + (size_t{1} << 20) <= kMaxMessageBytes,
+              "a read reply, with its framing, must fit in one message");
+static_assert(kMaxBatchBytes + (size_t{1} << 20) <= kMaxMessageBytes,
+              "an append, with its framing, must fit in one message");
+
+// A store node reads no further calls from a connection while that connection's calls in
+// progress hold more than this many bytes of parameters.
+inline constexpr size_t kMaxConnectionInFlightBytes = size_t{64} << 20;
+
+// A client lets its appends in flight (sent, not yet answered) hold at most this many bytes per
+// connection; AppendAsync waits beyond it (back-pressure), as a local store's does.
+inline constexpr size_t kMaxClientInFlightBytes = size_t{32} << 20;
+
+// The longest one waitForEntry call waits on the node. A client waiting longer calls again, so
+// that a wait never pins a node thread for long.
+inline constexpr uint64_t kMaxWaitSliceUs = 1'000'000;
+
+// Default port of a store node.
+inline constexpr uint16_t kDefaultStorePort = 7010;
+
+}  // namespace cairn::net

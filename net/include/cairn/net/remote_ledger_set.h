@@ -1,0 +1,55 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// The ledgers of one store node, as a LedgerSet: the stream layer, and anything else written
+// against LedgerSet, runs unchanged over ledgers served by a `cairnd store` process.
+//
+//   RemoteLedgerSetOptions options;
+//   options.address = "127.0.0.1:7010";
+//   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteLedgerSet> ledgers,
+//   RemoteLedgerSet::Connect(options)); Streams streams(ledgers.get(), metadata.get());
+//
+// Errors are the store's own: the node sends the absl::Status it got and the client returns it
+// with the same code and message. A lost connection makes every call fail with kUnavailable;
+// this client does not reconnect (open a new RemoteLedgerSet).
+//
+// Threading. The client runs its own network thread. Every method may be called from any
+// thread; the blocking ones hand the call to the network thread and wait for its answer.
+// Append callbacks (LedgerWriter::AppendAsync) run on the network thread, in append order: like
+// the store's, they must be quick, and must not call blocking methods of this client (such a
+// call fails with kFailedPrecondition rather than deadlock).
+//
+// This header, like everything under cairn/, needs no Cap'n Proto or KJ headers.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "cairn/log.h"
+#include "cairn/store.h"
+
+namespace cairn::net {
+
+struct RemoteLedgerSetOptions {
+  // "host:port" of the store node, e.g. "127.0.0.1:7010".
+  std::string address;
+  // How long Connect waits for the connection.
+  std::chrono::milliseconds connect_timeout = std::chrono::seconds(5);
+  LogFunction log = StderrLog();
+};
+
+// Thread-safe. Writers and readers it opened must be destroyed before it.
+class RemoteLedgerSet : public LedgerSet {
+ public:
+  // Connects to the store node. kUnavailable if the address does not resolve or the node
+  // cannot be reached within connect_timeout.
+  static absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> Connect(
+      const RemoteLedgerSetOptions& options);
+
+  ~RemoteLedgerSet() override = default;
+
+  virtual const std::string& address() const = 0;
+};
+
+}  // namespace cairn::net

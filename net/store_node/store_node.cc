@@ -1,0 +1,553 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+#include "net/store_node/store_node.h"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "cairn/net/limits.h"
+#include "capnp/rpc-twoparty.h"
+#include "kj/debug.h"
+#include "net/net_status.h"
+#include "net/schema/store.capnp.h"
+#include "net/store_node/thread_pool.h"
+
+namespace cairn::net {
+namespace {
+
+using internal::RunBlocking;
+using internal::ThreadPool;
+
+[[noreturn]] void Throw(const absl::Status& status) {
+  kj::throwFatalException(StatusToException(status));
+}
+
+// Cap'n Proto's traversal limit doubles as the frame limit: a reader refuses a message whose
+// header declares more words, before allocating it.
+capnp::ReaderOptions MessageLimits() {
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = kMaxMessageBytes / sizeof(capnp::word);
+  return options;
+}
+
+// Appends handed to the store and not yet complete, across the node, in bytes. An append that
+// does not fit waits, with its bytes copied, until completions make room; waiting appends start
+// strictly in arrival order, so the appends of one writer keep their order. Event-loop only.
+class AppendGate {
+ public:
+  explicit AppendGate(uint64_t max_bytes) : max_bytes_(std::max<uint64_t>(max_bytes, 1)) {}
+
+  // True if an append of `bytes` may start now (the bytes are counted); otherwise the caller
+  // must Enqueue it.
+  bool TryStart(uint64_t bytes) {
+    if (!waiting_.empty() || !Fits(bytes)) return false;
+    in_flight_bytes_ += bytes;
+    return true;
+  }
+  // `start` runs (from a later Release) once the bytes fit; they are counted by then.
+  void Enqueue(uint64_t bytes, kj::Function<void()> start) {
+    waiting_.push_back({bytes, kj::mv(start)});
+  }
+  void Release(uint64_t bytes) {
+    in_flight_bytes_ -= bytes;
+    while (!waiting_.empty() && Fits(waiting_.front().bytes)) {
+      Waiting next = kj::mv(waiting_.front());
+      waiting_.pop_front();
+      in_flight_bytes_ += next.bytes;
+      next.start();
+    }
+  }
+
+ private:
+  struct Waiting {
+    uint64_t bytes;
+    kj::Function<void()> start;
+  };
+  // One append larger than the whole budget may still run alone.
+  bool Fits(uint64_t bytes) const {
+    return in_flight_bytes_ == 0 || in_flight_bytes_ + bytes <= max_bytes_;
+  }
+
+  const uint64_t max_bytes_;
+  uint64_t in_flight_bytes_ = 0;
+  std::deque<Waiting> waiting_;
+};
+
+// What every capability of the node shares. Event-loop only, except the store and the pools,
+// which are thread-safe.
+struct Node : public kj::TaskSet::ErrorHandler {
+  Node(Store* store, const StoreNodeOptions& options)
+      : store(store),
+        log(options.log),
+        blocking(options.blocking_threads),
+        waits(options.wait_threads),
+        gate(options.max_in_flight_append_bytes),
+        tasks(*this) {}
+
+  void taskFailed(kj::Exception&& exception) override {
+    log(LogLevel::kWarning, absl::StrCat("store node: ", ExceptionToStatus(exception).ToString()));
+  }
+
+  // Resolves when no append handed to the store is still running.
+  kj::Promise<void> WhenIdle() {
+    if (appends_in_flight == 0) return kj::READY_NOW;
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    idle_waiters.push_back(kj::mv(paf.fulfiller));
+    return kj::mv(paf.promise);
+  }
+  void AppendDone() {
+    if (--appends_in_flight == 0) {
+      for (auto& waiter : idle_waiters) waiter->fulfill();
+      idle_waiters.clear();
+    }
+  }
+
+  Store* const store;
+  const LogFunction log;
+  ThreadPool blocking;
+  ThreadPool waits;
+  AppendGate gate;
+  kj::TaskSet tasks;  // append completions, which outlive the calls that started them
+  uint64_t appends_in_flight = 0;
+  std::vector<kj::Own<kj::PromiseFulfiller<void>>> idle_waiters;
+};
+
+// ---- LedgerWriter ------------------------------------------------------------------------------
+
+// One open writer. Shared by the capability and its appends in flight, so the store's writer is
+// released only after its last append completed (its destructor then has nothing to wait for).
+// Event-loop only; `writer` is also used by a pool thread during seal, while no append runs.
+struct WriterState {
+  std::shared_ptr<LedgerWriter> writer;
+  uint64_t ledger_id = 0;
+  uint64_t appends_in_flight = 0;
+  absl::Status first_error;  // among appends since the last flush
+  bool sealing = false;
+  std::vector<kj::Own<kj::PromiseFulfiller<void>>> idle_waiters;
+
+  kj::Promise<void> WhenIdle() {
+    if (appends_in_flight == 0) return kj::READY_NOW;
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    idle_waiters.push_back(kj::mv(paf.fulfiller));
+    return kj::mv(paf.promise);
+  }
+};
+
+class LedgerWriterImpl final : public rpc::LedgerWriter::Server {
+ public:
+  LedgerWriterImpl(Node& node, std::shared_ptr<WriterState> state)
+      : node_(node), state_(std::move(state)) {}
+
+ protected:
+  kj::Promise<void> append(AppendContext context) override {
+    capnp::Data::Reader batch = context.getParams().getBatch();
+    if (batch.size() > kMaxBatchBytes) {
+      Throw(absl::InvalidArgumentError(absl::StrCat(
+          "a batch of ", batch.size(), " bytes is over the limit of ", kMaxBatchBytes)));
+    }
+    if (state_->sealing) {
+      Throw(
+          absl::FailedPreconditionError(absl::StrCat("ledger ", state_->ledger_id, " is sealed")));
+    }
+    auto reply = kj::newPromiseAndFulfiller<absl::StatusOr<AppendResult>>();
+    const uint64_t bytes = batch.size();
+    ++state_->appends_in_flight;
+    ++node_.appends_in_flight;
+    if (node_.gate.TryStart(bytes)) {
+      Start(node_, state_,
+            std::span<const char>(reinterpret_cast<const char*>(batch.begin()), batch.size()),
+            kj::mv(reply.fulfiller));
+    } else {
+      // Over the node's budget: keep a copy, since the call's parameters may go before it
+      // starts (a cancelled call), and start it when earlier appends complete.
+      kj::Array<char> copy =
+          kj::heapArray<char>(reinterpret_cast<const char*>(batch.begin()), batch.size());
+      node_.gate.Enqueue(bytes, [&node = node_, state = state_, copy = kj::mv(copy),
+                                 fulfiller = kj::mv(reply.fulfiller)]() mutable {
+        Start(node, state, std::span<const char>(copy.begin(), copy.size()), kj::mv(fulfiller));
+      });
+    }
+    return reply.promise.then(
+        [state = state_, context](absl::StatusOr<AppendResult> result) mutable {
+          if (!result.ok()) Throw(result.status());
+          auto results = context.getResults();
+          results.setFirstEntryId(result->first_entry_id);
+          results.setLastEntryId(result->last_entry_id);
+          results.setLastAddConfirmed(state->writer->last_add_confirmed());
+        });
+  }
+
+  kj::Promise<void> flush(FlushContext) override {
+    return state_->WhenIdle().then([state = state_]() {
+      absl::Status error = std::exchange(state->first_error, absl::OkStatus());
+      if (!error.ok()) Throw(error);
+    });
+  }
+
+  kj::Promise<void> seal(SealContext context) override {
+    state_->sealing = true;
+    return state_->WhenIdle()
+        .then([&node = node_, state = state_]() {
+          return RunBlocking(node.blocking, [writer = state->writer]() { return writer->Seal(); });
+        })
+        .then([state = state_, context](absl::StatusOr<uint64_t> sealed) mutable {
+          if (!sealed.ok()) {
+            state->sealing = false;  // later appends get the store's own answer
+            Throw(sealed.status());
+          }
+          context.getResults().setLastEntryId(*sealed);
+        });
+  }
+
+  kj::Promise<void> lastAddConfirmed(LastAddConfirmedContext context) override {
+    context.getResults().setLastAddConfirmed(state_->writer->last_add_confirmed());
+    return kj::READY_NOW;
+  }
+
+ private:
+  // Hands one batch to the store; its bytes have been counted by the gate.
+  static void Start(Node& node, std::shared_ptr<WriterState> state, std::span<const char> batch,
+                    kj::Own<kj::PromiseFulfiller<absl::StatusOr<AppendResult>>> reply) {
+    auto done = kj::newPromiseAndCrossThreadFulfiller<absl::StatusOr<AppendResult>>();
+    // AppendCallback must be copyable; the fulfiller is not.
+    auto fulfiller =
+        std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<absl::StatusOr<AppendResult>>>>(
+            kj::mv(done.fulfiller));
+    const uint64_t bytes = batch.size();
+    state->writer->AppendAsync(batch, [fulfiller](absl::StatusOr<AppendResult> result) {
+      (*fulfiller)->fulfill(std::move(result));
+    });
+    node.tasks.add(
+        done.promise.then([&node, state = std::move(state), bytes,
+                           reply = kj::mv(reply)](absl::StatusOr<AppendResult> result) mutable {
+          if (!result.ok() && state->first_error.ok()) state->first_error = result.status();
+          if (--state->appends_in_flight == 0) {
+            for (auto& waiter : state->idle_waiters) waiter->fulfill();
+            state->idle_waiters.clear();
+          }
+          reply->fulfill(std::move(result));
+          node.AppendDone();
+          node.gate.Release(bytes);  // may start waiting appends
+        }));
+  }
+
+  Node& node_;
+  std::shared_ptr<WriterState> state_;
+};
+
+// ---- LedgerReader ------------------------------------------------------------------------------
+
+// A reader is used by one thread at a time: `mu` serialises the calls that pool threads make.
+// waitForEntry uses a second reader of its own, so that a long wait never holds up a read.
+struct ReaderState {
+  uint64_t ledger_id = 0;
+  std::mutex mu;
+  std::unique_ptr<LedgerReader> reader;  // guarded by mu
+  std::mutex wait_mu;
+  std::unique_ptr<LedgerReader> wait_reader;  // guarded by wait_mu; opened on first use
+};
+
+struct ReadReply {
+  absl::StatusOr<ReadResult> result;
+  uint64_t last_add_confirmed = kNoEntry;
+  bool sealed = false;
+};
+
+struct WaitReply {
+  absl::Status status;
+  uint64_t last_add_confirmed = kNoEntry;
+  bool sealed = false;
+};
+
+class LedgerReaderImpl final : public rpc::LedgerReader::Server {
+ public:
+  LedgerReaderImpl(Node& node, std::shared_ptr<ReaderState> state)
+      : node_(node), state_(std::move(state)) {}
+
+ protected:
+  kj::Promise<void> read(ReadContext context) override {
+    auto params = context.getParams();
+    const ReadLimits limits{.max_entries = std::max<uint64_t>(params.getMaxEntries(), 1),
+                            .max_bytes = std::min(params.getMaxBytes(), kMaxReadBytes)};
+    const uint64_t from = params.getFromEntry();
+    return RunBlocking(node_.blocking,
+                       [state = state_, from, limits]() {
+                         std::lock_guard lock(state->mu);
+                         ReadReply reply{.result = state->reader->Read(from, limits)};
+                         reply.last_add_confirmed = state->reader->last_add_confirmed();
+                         reply.sealed = state->reader->sealed();
+                         return reply;
+                       })
+        .then([context](ReadReply reply) mutable {
+          if (!reply.result.ok()) Throw(reply.result.status());
+          auto results = context.getResults();
+          // The batches' bytes, end to end; a read never returns more than fits in a message.
+          capnp::Data::Builder out = results.initBatches(TotalBytes(*reply.result));
+          size_t at = 0;
+          for (const BatchView& batch : reply.result->batches()) {
+            std::memcpy(out.begin() + at, batch.bytes().data(), batch.size_bytes());
+            at += batch.size_bytes();
+          }
+          results.setNextEntryId(reply.result->next_entry_id());
+          results.setLastAddConfirmed(reply.last_add_confirmed);
+          results.setSealed(reply.sealed);
+        });
+  }
+
+  kj::Promise<void> waitForEntry(WaitForEntryContext context) override {
+    const uint64_t entry = context.getParams().getEntry();
+    const uint64_t timeout_us = std::min(context.getParams().getTimeoutUs(), kMaxWaitSliceUs);
+    return RunBlocking(node_.waits,
+                       [store = node_.store, state = state_, entry, timeout_us]() {
+                         std::lock_guard lock(state->wait_mu);
+                         WaitReply reply;
+                         if (state->wait_reader == nullptr) {
+                           absl::StatusOr<std::unique_ptr<LedgerReader>> opened =
+                               store->OpenReader(state->ledger_id);
+                           if (!opened.ok()) {
+                             reply.status = opened.status();
+                             return reply;
+                           }
+                           state->wait_reader = *std::move(opened);
+                         }
+                         reply.last_add_confirmed = state->wait_reader->WaitForEntry(
+                             entry, std::chrono::microseconds(timeout_us));
+                         reply.sealed = state->wait_reader->sealed();
+                         return reply;
+                       })
+        .then([context](WaitReply reply) mutable {
+          if (!reply.status.ok()) Throw(reply.status);
+          context.getResults().setLastAddConfirmed(reply.last_add_confirmed);
+          context.getResults().setSealed(reply.sealed);
+        });
+  }
+
+  kj::Promise<void> seekByTime(SeekByTimeContext context) override {
+    const int64_t timestamp_us = context.getParams().getTimestampUs();
+    return RunBlocking(node_.blocking,
+                       [state = state_, timestamp_us]() {
+                         std::lock_guard lock(state->mu);
+                         return state->reader->SeekByTime(timestamp_us);
+                       })
+        .then([context](absl::StatusOr<uint64_t> entry) mutable {
+          if (!entry.ok()) Throw(entry.status());
+          context.getResults().setEntryId(*entry);
+        });
+  }
+
+  kj::Promise<void> state(StateContext context) override {
+    return RunBlocking(node_.blocking,
+                       [state = state_]() {
+                         std::lock_guard lock(state->mu);
+                         return std::make_pair(state->reader->last_add_confirmed(),
+                                               state->reader->sealed());
+                       })
+        .then([context](std::pair<uint64_t, bool> state) mutable {
+          context.getResults().setLastAddConfirmed(state.first);
+          context.getResults().setSealed(state.second);
+        });
+  }
+
+ private:
+  static size_t TotalBytes(const ReadResult& result) {
+    size_t total = 0;
+    for (const BatchView& batch : result.batches()) total += batch.size_bytes();
+    return total;
+  }
+
+  Node& node_;
+  std::shared_ptr<ReaderState> state_;
+};
+
+// ---- StoreNode ---------------------------------------------------------------------------------
+
+void FillInfo(const LedgerInfo& info, rpc::LedgerInfo::Builder out) {
+  out.setId(info.id);
+  out.setSealed(info.state == LedgerState::kSealed);
+  out.setFenced(info.fenced);
+  out.setLastAddConfirmed(info.last_add_confirmed);
+  out.setSizeBytes(info.size_bytes);
+  out.setSegmentCount(info.segment_count);
+}
+
+class StoreNodeImpl final : public rpc::StoreNode::Server {
+ public:
+  explicit StoreNodeImpl(Node& node) : node_(node) {}
+
+ protected:
+  kj::Promise<void> createLedger(CreateLedgerContext context) override {
+    std::optional<uint64_t> id;
+    if (context.getParams().getHasId()) id = context.getParams().getId();
+    return RunBlocking(node_.blocking,
+                       [store = node_.store, id]() { return store->CreateLedger(id); })
+        .then([context](absl::StatusOr<uint64_t> created) mutable {
+          if (!created.ok()) Throw(created.status());
+          context.getResults().setId(*created);
+        });
+  }
+
+  kj::Promise<void> listLedgers(ListLedgersContext context) override {
+    return RunBlocking(node_.blocking, [store = node_.store]() { return store->ListLedgers(); })
+        .then([context](std::vector<uint64_t> ids) mutable {
+          auto out = context.getResults().initIds(ids.size());
+          for (size_t i = 0; i < ids.size(); ++i) out.set(i, ids[i]);
+        });
+  }
+
+  kj::Promise<void> getLedgerInfo(GetLedgerInfoContext context) override {
+    const uint64_t id = context.getParams().getId();
+    return RunBlocking(node_.blocking,
+                       [store = node_.store, id]() { return store->GetLedgerInfo(id); })
+        .then([context](absl::StatusOr<LedgerInfo> info) mutable {
+          if (!info.ok()) Throw(info.status());
+          FillInfo(*info, context.getResults().initInfo());
+        });
+  }
+
+  kj::Promise<void> deleteLedger(DeleteLedgerContext context) override {
+    const uint64_t id = context.getParams().getId();
+    return RunBlocking(node_.blocking,
+                       [store = node_.store, id]() { return store->DeleteLedger(id); })
+        .then([](absl::Status status) {
+          if (!status.ok()) Throw(status);
+        });
+  }
+
+  kj::Promise<void> fence(FenceContext context) override {
+    const uint64_t id = context.getParams().getId();
+    return RunBlocking(node_.blocking, [store = node_.store, id]() { return store->Fence(id); })
+        .then([context](absl::StatusOr<uint64_t> lac) mutable {
+          if (!lac.ok()) Throw(lac.status());
+          context.getResults().setLastAddConfirmed(*lac);
+        });
+  }
+
+  kj::Promise<void> openWriter(OpenWriterContext context) override {
+    const uint64_t id = context.getParams().getId();
+    return RunBlocking(node_.blocking,
+                       [store = node_.store, id]() { return store->OpenWriter(id); })
+        .then([&node = node_, context,
+               id](absl::StatusOr<std::unique_ptr<LedgerWriter>> writer) mutable {
+          if (!writer.ok()) Throw(writer.status());
+          auto state = std::make_shared<WriterState>();
+          state->writer = std::shared_ptr<LedgerWriter>(std::move(*writer));
+          state->ledger_id = id;
+          auto results = context.getResults();
+          results.setLastAddConfirmed(state->writer->last_add_confirmed());
+          results.setWriter(kj::heap<LedgerWriterImpl>(node, std::move(state)));
+        });
+  }
+
+  kj::Promise<void> openReader(OpenReaderContext context) override {
+    const uint64_t id = context.getParams().getId();
+    return RunBlocking(node_.blocking,
+                       [store = node_.store, id]() { return store->OpenReader(id); })
+        .then([&node = node_, context,
+               id](absl::StatusOr<std::unique_ptr<LedgerReader>> reader) mutable {
+          if (!reader.ok()) Throw(reader.status());
+          auto state = std::make_shared<ReaderState>();
+          state->ledger_id = id;
+          auto results = context.getResults();
+          // Nothing else has the reader yet: no lock needed.
+          results.setLastAddConfirmed((*reader)->last_add_confirmed());
+          results.setSealed((*reader)->sealed());
+          state->reader = std::move(*reader);
+          results.setReader(kj::heap<LedgerReaderImpl>(node, std::move(state)));
+        });
+  }
+
+ private:
+  Node& node_;
+};
+
+// One client connection: its own RPC system, with the frame and flow limits.
+struct Connection {
+  Connection(kj::Own<kj::AsyncIoStream> stream_in, capnp::Capability::Client bootstrap)
+      : stream(kj::mv(stream_in)),
+        network(*stream, capnp::rpc::twoparty::Side::SERVER, MessageLimits()),
+        rpc(capnp::makeRpcServer(network, kj::mv(bootstrap))) {
+    rpc.setFlowLimit(kMaxConnectionInFlightBytes / sizeof(capnp::word));
+  }
+
+  kj::Own<kj::AsyncIoStream> stream;
+  capnp::TwoPartyVatNetwork network;
+  capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
+};
+
+}  // namespace
+
+struct StoreNodeServer::Impl : public kj::TaskSet::ErrorHandler {
+  Impl(Store* store, const StoreNodeOptions& options)
+      : node(store, options),
+        listeners(kj::heap<kj::TaskSet>(*this)),
+        connections(kj::heap<kj::TaskSet>(*this)) {}
+
+  void taskFailed(kj::Exception&& exception) override {
+    node.log(LogLevel::kWarning,
+             absl::StrCat("store node: ", ExceptionToStatus(exception).ToString()));
+  }
+
+  kj::Promise<void> AcceptLoop(kj::ConnectionReceiver& listener) {
+    return listener.accept().then([this, &listener](kj::Own<kj::AsyncIoStream> stream) {
+      if (shutting_down) return kj::Promise<void>(kj::READY_NOW);
+      Accept(kj::mv(stream));
+      return AcceptLoop(listener);
+    });
+  }
+
+  // The connection lives until it disconnects, or until `connections` is cleared.
+  void Accept(kj::Own<kj::AsyncIoStream> stream) {
+    if (shutting_down || connections.get() == nullptr) return;
+    auto connection = kj::heap<Connection>(kj::mv(stream), kj::heap<StoreNodeImpl>(node));
+    kj::Promise<void> disconnected = connection->network.onDisconnect();
+    connections->add(disconnected.attach(kj::mv(connection)));
+  }
+
+  // Dropping a task set cancels its tasks: the accept loops, or the connections with them.
+  void DropConnections() {
+    listeners = nullptr;
+    connections = nullptr;
+  }
+
+  Node node;
+  kj::Own<kj::TaskSet> listeners;
+  kj::Own<kj::TaskSet> connections;
+  bool shutting_down = false;
+};
+
+StoreNodeServer::StoreNodeServer(Store* store, const StoreNodeOptions& options)
+    : impl_(std::make_unique<Impl>(store, options)) {}
+
+StoreNodeServer::~StoreNodeServer() {
+  // Connections first: their capabilities borrow the node.
+  impl_->DropConnections();
+  impl_->node.blocking.Stop();
+  impl_->node.waits.Stop();
+}
+
+void StoreNodeServer::Listen(kj::ConnectionReceiver& listener) {
+  if (impl_->shutting_down) return;
+  impl_->listeners->add(impl_->AcceptLoop(listener));
+}
+
+void StoreNodeServer::Accept(kj::Own<kj::AsyncIoStream> connection) {
+  impl_->Accept(kj::mv(connection));
+}
+
+kj::Promise<void> StoreNodeServer::Shutdown() {
+  impl_->shutting_down = true;
+  impl_->DropConnections();
+  return impl_->node.WhenIdle().then([this]() {
+    // Waits run at most kMaxWaitSliceUs, other calls as long as the store takes.
+    impl_->node.blocking.Stop();
+    impl_->node.waits.Stop();
+  });
+}
+
+}  // namespace cairn::net

@@ -1,0 +1,65 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// The store-node service: one cairn::Store served over Cap'n Proto RPC (net/schema/store.capnp).
+//
+// Threading. The service lives on one KJ event loop (the thread that created it) and must never
+// stall it for long:
+//  - Appends go to LedgerWriter::AppendAsync from the loop, which only verifies, copies and
+//    queues the batch; the store's completion callback (on a store I/O thread) fulfils a
+//    cross-thread fulfiller, and the reply leaves from the loop. The store's own back-pressure
+//    would block the caller, so the node keeps the bytes it has handed to the store below the
+//    store's max_in_flight_bytes and queues further appends itself, in arrival order.
+//  - Everything else the store offers blocks: reads go to disk, create/fence/seal/delete sync.
+//    Those run on a small fixed pool of threads and return through cross-thread fulfillers. A
+//    pool rather than kj::Executor hand-offs because the calls need threads to block on anyway,
+//    and a fixed pool bounds how many disk operations one node runs at once.
+//  - waitForEntry blocks for up to kMaxWaitSliceUs; it runs on a pool of its own, so that
+//    waiting readers can never starve reads and metadata calls.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "cairn/log.h"
+#include "cairn/store.h"
+#include "kj/async-io.h"
+
+namespace cairn::net {
+
+struct StoreNodeOptions {
+  // Threads for the store's blocking calls (reads, create, delete, fence, seal).
+  uint32_t blocking_threads = 4;
+  // Threads for waitForEntry calls; more waiting calls queue.
+  uint32_t wait_threads = 8;
+  // Bytes of appends handed to the store and not yet complete. Must not exceed the store's
+  // StoreOptions::max_in_flight_bytes, or AppendAsync would block the event loop.
+  uint64_t max_in_flight_append_bytes = uint64_t{32} << 20;
+  LogFunction log = StderrLog();
+};
+
+// Serves a store on the calling thread's KJ event loop. The store is borrowed and must outlive
+// this object; create, use and destroy it on the loop's thread.
+class StoreNodeServer {
+ public:
+  StoreNodeServer(Store* store, const StoreNodeOptions& options);
+  ~StoreNodeServer();
+  StoreNodeServer(const StoreNodeServer&) = delete;
+  StoreNodeServer& operator=(const StoreNodeServer&) = delete;
+
+  // Accepts connections from `listener` (borrowed; it must outlive the server or Shutdown())
+  // until Shutdown().
+  void Listen(kj::ConnectionReceiver& listener);
+  // Serves one connection.
+  void Accept(kj::Own<kj::AsyncIoStream> connection);
+
+  // Stops accepting, closes every connection (their writers and readers go), waits until every
+  // append handed to the store has completed, and stops the threads. The store may be closed
+  // when the promise resolves.
+  kj::Promise<void> Shutdown();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cairn::net

@@ -1,0 +1,48 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+#include "net/store_node/thread_pool.h"
+
+namespace cairn::net::internal {
+
+ThreadPool::ThreadPool(uint32_t threads) {
+  if (threads == 0) threads = 1;
+  threads_.reserve(threads);
+  for (uint32_t i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
+}
+
+ThreadPool::~ThreadPool() { Stop(); }
+
+void ThreadPool::Submit(kj::Function<void()> task) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    tasks_.push_back(kj::mv(task));
+  }
+  wake_.notify_one();
+}
+
+void ThreadPool::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread& thread : threads_) {
+    if (thread.joinable()) thread.join();
+  }
+}
+
+void ThreadPool::Work() {
+  for (;;) {
+    kj::Function<void()> task;
+    {
+      std::unique_lock lock(mu_);
+      wake_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+      if (tasks_.empty()) return;  // stopping, and nothing left to run
+      task = kj::mv(tasks_.front());
+      tasks_.pop_front();
+    }
+    task();
+  }
+}
+
+}  // namespace cairn::net::internal

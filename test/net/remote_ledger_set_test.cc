@@ -1,0 +1,688 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// RemoteLedgerSet against a store node served in this process on a loopback port, the stream
+// layer over it, and cairnd as a real process.
+#include "cairn/net/remote_ledger_set.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <fstream>
+#include <future>
+#include <limits>
+#include <memory>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cairn/metadata.h"
+#include "cairn/net/limits.h"
+#include "cairn/store.h"
+#include "cairn/stream.h"
+#include "kj/async-io.h"
+#include "net/store_node/store_node.h"
+#include "test/test_util.h"
+
+namespace cairn::net {
+namespace {
+
+using cairn::testing::TempDir;
+
+// A store on a temporary directory, served by a store node on its own thread and event loop,
+// listening on an ephemeral loopback port.
+class ServedStore {
+ public:
+  explicit ServedStore(uint64_t segment_bytes = uint64_t{1} << 20) {
+    StoreOptions options;
+    options.data_dirs = {dir_.path()};
+    options.segment_bytes = segment_bytes;
+    options.log = NullLog();
+    absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(options);
+    REQUIRE(store.ok());
+    store_ = *std::move(store);
+    std::promise<std::string> address;
+    std::future<std::string> ready = address.get_future();
+    thread_ = std::thread([this, &address] { Serve(address); });
+    address_ = ready.get();
+  }
+
+  ~ServedStore() {
+    executor_->executeSync([this] { stop_->fulfill(); });
+    thread_.join();
+    REQUIRE(store_->Close().ok());
+  }
+
+  const std::string& address() const { return address_; }
+
+  std::unique_ptr<RemoteLedgerSet> Connect() const {
+    RemoteLedgerSetOptions options;
+    options.address = address_;
+    options.log = NullLog();
+    absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> ledgers = RemoteLedgerSet::Connect(options);
+    REQUIRE(ledgers.ok());
+    return *std::move(ledgers);
+  }
+
+ private:
+  void Serve(std::promise<std::string>& address) {
+    kj::AsyncIoContext io = kj::setupAsyncIo();
+    StoreNodeOptions options;
+    options.log = NullLog();
+    options.max_in_flight_append_bytes = 8 << 20;
+    StoreNodeServer server(store_.get(), options);
+    kj::Own<kj::ConnectionReceiver> listener =
+        io.provider->getNetwork().parseAddress("127.0.0.1", 0).wait(io.waitScope)->listen();
+    server.Listen(*listener);
+    auto stop = kj::newPromiseAndFulfiller<void>();
+    stop_ = kj::mv(stop.fulfiller);
+    executor_ = kj::getCurrentThreadExecutor().addRef();
+    address.set_value("127.0.0.1:" + std::to_string(listener->getPort()));
+    stop.promise.wait(io.waitScope);
+    server.Shutdown().wait(io.waitScope);
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Store> store_;
+  std::thread thread_;
+  std::string address_;
+  kj::Own<const kj::Executor> executor_;
+  kj::Own<kj::PromiseFulfiller<void>> stop_;  // server thread only
+};
+
+std::string Value(uint64_t batch, uint64_t entry) {
+  return "batch " + std::to_string(batch) + " entry " + std::to_string(entry);
+}
+
+// A batch of `entries` entries with values Value(batch, i).
+void Fill(BatchBuilder& builder, uint64_t batch, uint64_t entries) {
+  builder.Reset();
+  for (uint64_t i = 0; i < entries; ++i) {
+    const std::string value = Value(batch, i);
+    REQUIRE(builder
+                .Add({.key = std::nullopt,
+                      .value = value,
+                      .timestamp_us = static_cast<int64_t>(batch * 1000 + i)})
+                .ok());
+  }
+}
+
+// Every value of `ledger`, in entry order.
+std::vector<std::string> ReadAll(LedgerSet& ledgers, uint64_t ledger) {
+  absl::StatusOr<std::unique_ptr<LedgerReader>> reader = ledgers.OpenReader(ledger);
+  REQUIRE(reader.ok());
+  std::vector<std::string> values;
+  uint64_t next = 0;
+  for (;;) {
+    absl::StatusOr<ReadResult> read = (*reader)->Read(next, {.max_bytes = 4096});
+    if (absl::IsOutOfRange(read.status())) break;
+    REQUIRE(read.ok());
+    for (const BatchView& batch : read->batches()) {
+      for (const EntryView& entry : batch) {
+        if (entry.entry_id >= next) values.emplace_back(entry.value);
+      }
+    }
+    next = read->next_entry_id();
+  }
+  return values;
+}
+
+TEST_CASE("remote ledgers: create, append, read, seal and delete", "[net]") {
+  ServedStore node;
+  std::unique_ptr<RemoteLedgerSet> ledgers = node.Connect();
+
+  absl::StatusOr<uint64_t> id = ledgers->CreateLedger();
+  REQUIRE(id.ok());
+  CHECK(ledgers->CreateLedger(*id).status().code() == absl::StatusCode::kAlreadyExists);
+  REQUIRE(ledgers->CreateLedger(1000).ok());
+  CHECK(ledgers->ListLedgers() == std::vector<uint64_t>{*id, 1000});
+
+  absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = ledgers->OpenWriter(*id);
+  REQUIRE(writer.ok());
+  CHECK((*writer)->last_add_confirmed() == kNoEntry);
+  CHECK(ledgers->OpenWriter(*id).status().code() == absl::StatusCode::kFailedPrecondition);
+  BatchBuilder builder;
+  std::vector<std::string> expected;
+  for (uint64_t b = 0; b < 5; ++b) {
+    Fill(builder, b, 3);
+    absl::StatusOr<AppendResult> appended = (*writer)->Append(builder);
+    REQUIRE(appended.ok());
+    CHECK(appended->first_entry_id == 3 * b);
+    CHECK(appended->last_entry_id == 3 * b + 2);
+    CHECK((*writer)->last_add_confirmed() == 3 * b + 2);
+    for (uint64_t i = 0; i < 3; ++i) expected.push_back(Value(b, i));
+  }
+  absl::StatusOr<LedgerInfo> info = ledgers->GetLedgerInfo(*id);
+  REQUIRE(info.ok());
+  CHECK(info->last_add_confirmed == 14);
+  CHECK(info->state == LedgerState::kOpen);
+  CHECK(ReadAll(*ledgers, *id) == expected);
+
+  absl::StatusOr<std::unique_ptr<LedgerReader>> reader = ledgers->OpenReader(*id);
+  REQUIRE(reader.ok());
+  CHECK((*reader)->last_add_confirmed() == 14);
+  CHECK(!(*reader)->sealed());
+  absl::StatusOr<ReadResult> read = (*reader)->Read(4, {.max_entries = 1});
+  REQUIRE(read.ok());
+  REQUIRE(read->batches().size() == 1);
+  CHECK(read->batches()[0].base_entry_id() == 3);  // batches are served whole
+  CHECK(read->next_entry_id() == 6);
+  CHECK((*reader)->Read(15).status().code() == absl::StatusCode::kOutOfRange);
+  absl::StatusOr<uint64_t> at = (*reader)->SeekByTime(2000);
+  REQUIRE(at.ok());
+  CHECK(*at == 6);
+
+  absl::StatusOr<uint64_t> sealed = (*writer)->Seal();
+  REQUIRE(sealed.ok());
+  CHECK(*sealed == 14);
+  CHECK((*reader)->sealed());
+  Fill(builder, 9, 1);
+  absl::Status after_seal = (*writer)->Append(builder).status();
+  INFO(after_seal.ToString());
+  CHECK(after_seal.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(!after_seal.message().empty());
+  info = ledgers->GetLedgerInfo(*id);
+  REQUIRE(info.ok());
+  CHECK(info->state == LedgerState::kSealed);
+
+  CHECK(ledgers->DeleteLedger(*id).code() == absl::StatusCode::kFailedPrecondition);
+  reader->reset();
+  writer->reset();
+  REQUIRE(ledgers->DeleteLedger(*id).ok());
+  CHECK(ledgers->GetLedgerInfo(*id).status().code() == absl::StatusCode::kNotFound);
+  CHECK(ledgers->ListLedgers() == std::vector<uint64_t>{1000});
+}
+
+TEST_CASE("remote ledgers: the store's status codes arrive intact", "[net]") {
+  ServedStore node;
+  std::unique_ptr<RemoteLedgerSet> ledgers = node.Connect();
+
+  SECTION("an unknown ledger is kNotFound") {
+    CHECK(ledgers->OpenWriter(77).status().code() == absl::StatusCode::kNotFound);
+    CHECK(ledgers->OpenReader(77).status().code() == absl::StatusCode::kNotFound);
+    CHECK(ledgers->GetLedgerInfo(77).status().code() == absl::StatusCode::kNotFound);
+    CHECK(ledgers->Fence(77).status().code() == absl::StatusCode::kNotFound);
+  }
+
+  SECTION("the message is the store's") {
+    // The same mistake made on the store directly and through the node reads the same.
+    absl::StatusOr<uint64_t> id = ledgers->CreateLedger();
+    REQUIRE(id.ok());
+    absl::Status remote = ledgers->CreateLedger(*id).status();
+    CHECK(remote.code() == absl::StatusCode::kAlreadyExists);
+    CHECK(remote.message().find(std::to_string(*id)) != absl::string_view::npos);
+  }
+
+  SECTION("an oversize batch is kInvalidArgument, a damaged one kDataLoss") {
+    absl::StatusOr<uint64_t> id = ledgers->CreateLedger();
+    REQUIRE(id.ok());
+    absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = ledgers->OpenWriter(*id);
+    REQUIRE(writer.ok());
+    std::vector<char> huge(kMaxBatchBytes + 1, 'x');
+    CHECK((*writer)->Append(std::span<const char>(huge)).status().code() ==
+          absl::StatusCode::kInvalidArgument);
+
+    BatchBuilder builder;
+    Fill(builder, 1, 4);
+    absl::StatusOr<std::span<const char>> wire = builder.Finish(0, 0);
+    REQUIRE(wire.ok());
+    std::vector<char> damaged(wire->begin(), wire->end());
+    damaged[damaged.size() - 3] ^= 0x10;
+    absl::Status status = (*writer)->Append(std::span<const char>(damaged)).status();
+    INFO(status.ToString());
+    CHECK(status.code() == absl::StatusCode::kDataLoss);
+    // Garbage after a batch is refused too, and nothing of either was stored.
+    std::vector<char> trailing(wire->begin(), wire->end());
+    trailing.push_back('!');
+    CHECK((*writer)->Append(std::span<const char>(trailing)).status().code() ==
+          absl::StatusCode::kInvalidArgument);
+    absl::StatusOr<AppendResult> good = (*writer)->Append(*wire);
+    REQUIRE(good.ok());
+    CHECK(good->first_entry_id == 0);
+    // Flush reports the first error since the last flush: the oversize batch's.
+    CHECK((*writer)->Flush().code() == absl::StatusCode::kInvalidArgument);
+    CHECK((*writer)->Flush().ok());
+  }
+
+  SECTION("a fenced ledger refuses its writer") {
+    absl::StatusOr<uint64_t> id = ledgers->CreateLedger();
+    REQUIRE(id.ok());
+    absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = ledgers->OpenWriter(*id);
+    REQUIRE(writer.ok());
+    BatchBuilder builder;
+    Fill(builder, 0, 2);
+    REQUIRE((*writer)->Append(builder).ok());
+    absl::StatusOr<uint64_t> lac = ledgers->Fence(*id);
+    REQUIRE(lac.ok());
+    CHECK(*lac == 1);
+    absl::Status status = (*writer)->Append(builder).status();
+    INFO(status.ToString());
+    CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
+    absl::StatusOr<LedgerInfo> info = ledgers->GetLedgerInfo(*id);
+    REQUIRE(info.ok());
+    CHECK(info->fenced);
+    CHECK(info->last_add_confirmed == 1);
+  }
+}
+
+TEST_CASE("remote ledgers: WaitForEntry wakes when the entry is appended", "[net][concurrency]") {
+  ServedStore node;
+  std::unique_ptr<RemoteLedgerSet> ledgers = node.Connect();
+  absl::StatusOr<uint64_t> id = ledgers->CreateLedger();
+  REQUIRE(id.ok());
+  absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = ledgers->OpenWriter(*id);
+  REQUIRE(writer.ok());
+  absl::StatusOr<std::unique_ptr<LedgerReader>> reader = ledgers->OpenReader(*id);
+  REQUIRE(reader.ok());
+
+  // Nothing comes: the wait times out with nothing confirmed.
+  CHECK((*reader)->WaitForEntry(0, std::chrono::milliseconds(50)) == kNoEntry);
+
+  const auto start = std::chrono::steady_clock::now();
+  std::future<uint64_t> waited = std::async(std::launch::async, [&] {
+    // Longer than one wait slice on the node, to exercise the client's repeated waits.
+    return (*reader)->WaitForEntry(2, std::chrono::seconds(20));
+  });
+  BatchBuilder builder;
+  for (uint64_t b = 0; b < 3; ++b) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(b == 2 ? 1200 : 20));
+    Fill(builder, b, 1);
+    REQUIRE((*writer)->Append(builder).ok());
+  }
+  const uint64_t lac = waited.get();
+  CHECK(lac == 2);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+}
+
+TEST_CASE("remote ledgers: pipelined appends complete in order", "[net][concurrency]") {
+  ServedStore node;
+  std::unique_ptr<RemoteLedgerSet> ledgers = node.Connect();
+  absl::StatusOr<uint64_t> id = ledgers->CreateLedger();
+  REQUIRE(id.ok());
+  absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = ledgers->OpenWriter(*id);
+  REQUIRE(writer.ok());
+
+  constexpr uint64_t kBatches = 2000;
+  std::atomic<uint64_t> next{0};
+  std::atomic<uint64_t> out_of_order{0};
+  std::atomic<uint64_t> failed{0};
+  BatchBuilder builder;
+  // Batches of 1 KiB values, enough to pass the node's and the client's in-flight limits.
+  const std::string value(1024, 'v');
+  for (uint64_t b = 0; b < kBatches; ++b) {
+    builder.Reset();
+    for (int i = 0; i < 8; ++i) REQUIRE(builder.Add({.key = std::nullopt, .value = value}).ok());
+    (*writer)->AppendAsync(builder, [&, b](absl::StatusOr<AppendResult> result) {
+      if (!result.ok()) {
+        failed++;
+        return;
+      }
+      if (result->first_entry_id != 8 * b || next.exchange(b + 1) != b) out_of_order++;
+    });
+  }
+  REQUIRE((*writer)->Flush().ok());
+  CHECK(failed == 0);
+  CHECK(out_of_order == 0);
+  CHECK(next == kBatches);
+  CHECK((*writer)->last_add_confirmed() == 8 * kBatches - 1);
+}
+
+TEST_CASE("remote ledgers: one read returns at most kMaxReadBytes beyond one batch", "[net]") {
+  ServedStore node(uint64_t{64} << 20);  // one segment: a read does not stop at its end
+  std::unique_ptr<RemoteLedgerSet> ledgers = node.Connect();
+  absl::StatusOr<uint64_t> id = ledgers->CreateLedger();
+  REQUIRE(id.ok());
+  absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = ledgers->OpenWriter(*id);
+  REQUIRE(writer.ok());
+  // 12 MiB in 1 MiB batches, sent without waiting: more than the node lets its store hold in
+  // flight in this test (8 MiB), so some wait on the node, in order.
+  const std::string value(size_t{1} << 20, 'r');
+  BatchBuilder builder;
+  std::atomic<int> ok{0};
+  for (int b = 0; b < 12; ++b) {
+    builder.Reset();
+    REQUIRE(builder.Add({.key = std::nullopt, .value = value, .timestamp_us = b}).ok());
+    (*writer)->AppendAsync(builder, [&, b](absl::StatusOr<AppendResult> result) {
+      if (result.ok() && result->first_entry_id == static_cast<uint64_t>(b)) ok++;
+    });
+  }
+  REQUIRE((*writer)->Flush().ok());
+  REQUIRE(ok == 12);
+
+  absl::StatusOr<std::unique_ptr<LedgerReader>> reader = ledgers->OpenReader(*id);
+  REQUIRE(reader.ok());
+  absl::StatusOr<ReadResult> read =
+      (*reader)->Read(0, {.max_bytes = std::numeric_limits<uint64_t>::max()});
+  REQUIRE(read.ok());
+  CHECK(read->size_bytes() <= kMaxReadBytes + kMaxBatchBytes);
+  CHECK(read->next_entry_id() < 12);
+  CHECK(read->next_entry_id() >= 7);  // about 8 MiB worth of 1 MiB batches
+}
+
+TEST_CASE("remote ledgers: blocking calls from an append callback fail instead of deadlocking",
+          "[net]") {
+  ServedStore node;
+  std::unique_ptr<RemoteLedgerSet> ledgers = node.Connect();
+  absl::StatusOr<uint64_t> id = ledgers->CreateLedger();
+  REQUIRE(id.ok());
+  absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = ledgers->OpenWriter(*id);
+  REQUIRE(writer.ok());
+  BatchBuilder builder;
+  Fill(builder, 0, 1);
+  std::promise<absl::Status> inner;
+  (*writer)->AppendAsync(builder, [&](absl::StatusOr<AppendResult> result) {
+    REQUIRE(result.ok());
+    inner.set_value(ledgers->CreateLedger().status());
+  });
+  REQUIRE((*writer)->Flush().ok());
+  CHECK(inner.get_future().get().code() == absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_CASE("remote ledgers: a refused connection is kUnavailable", "[net]") {
+  // Find a port nothing listens on: listen, note the port, close.
+  std::string address;
+  {
+    ServedStore node;
+    address = node.address();
+  }
+  RemoteLedgerSetOptions options;
+  options.address = address;
+  options.log = NullLog();
+  CHECK(RemoteLedgerSet::Connect(options).status().code() == absl::StatusCode::kUnavailable);
+}
+
+TEST_CASE("store node: a frame over kMaxMessageBytes is refused from its header", "[net]") {
+  ServedStore node;
+  const int port = std::stoi(node.address().substr(node.address().rfind(':') + 1));
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof(to)) == 0);
+  // A Cap'n Proto frame header: one segment of 2^28 words (2 GiB), more than the limit. The
+  // node must drop the connection, not wait for (or allocate) 2 GiB.
+  const uint32_t header[2] = {0, uint32_t{1} << 28};
+  REQUIRE(write(fd, header, sizeof(header)) == static_cast<ssize_t>(sizeof(header)));
+  timeval timeout{.tv_sec = 10, .tv_usec = 0};
+  REQUIRE(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout)) == 0);
+  char buffer[256];
+  ssize_t got;
+  do {
+    got = read(fd, buffer, sizeof(buffer));  // an abort message may come first, then EOF
+  } while (got > 0);
+  CHECK(got == 0);
+  close(fd);
+  // Others are served as before.
+  std::unique_ptr<RemoteLedgerSet> ledgers = node.Connect();
+  CHECK(ledgers->CreateLedger().ok());
+}
+
+TEST_CASE("remote ledgers: streams run over them unchanged", "[net][stream]") {
+  ServedStore node;
+  std::unique_ptr<RemoteLedgerSet> ledgers = node.Connect();
+  TempDir metadata_dir;
+  absl::StatusOr<std::unique_ptr<MetadataStore>> metadata =
+      OpenLocalMetadataStore({.dir = metadata_dir.path() + "/meta", .log = NullLog()});
+  REQUIRE(metadata.ok());
+
+  std::vector<std::string> expected;
+  {
+    Streams streams(ledgers.get(), metadata->get(), NullLog());
+    StreamOptions options;
+    options.ledger_max_entries = 10;  // roll over every few batches
+    absl::StatusOr<std::unique_ptr<Stream>> stream = streams.Create("orders", options);
+    REQUIRE(stream.ok());
+    BatchBuilder builder;
+    for (uint64_t b = 0; b < 30; ++b) {
+      Fill(builder, b, 4);
+      absl::StatusOr<StreamAppendResult> at = (*stream)->Append(builder);
+      REQUIRE(at.ok());
+      CHECK(at->first_offset == 4 * b);
+      for (uint64_t i = 0; i < 4; ++i) expected.push_back(Value(b, i));
+    }
+    CHECK((*stream)->stats().ledgers > 5);
+    CHECK(ledgers->ListLedgers().size() > 5);
+
+    absl::StatusOr<std::unique_ptr<StreamReader>> reader = (*stream)->NewReader();
+    REQUIRE(reader.ok());
+    std::vector<std::string> values;
+    uint64_t offset = 0;
+    while (offset < expected.size()) {
+      absl::StatusOr<StreamReadResult> read = (*reader)->Read(offset);
+      REQUIRE(read.ok());
+      for (const BatchView& batch : read->batches()) {
+        for (const EntryView& entry : batch) {
+          if (read->offset_of(batch) + (entry.entry_id - batch.base_entry_id()) >= offset) {
+            values.emplace_back(entry.value);
+          }
+        }
+      }
+      offset = read->next_offset();
+    }
+    CHECK(values == expected);
+    // A read in the middle of a ledger starts at the batch that holds it.
+    absl::StatusOr<StreamReadResult> middle = (*reader)->Read(57);
+    REQUIRE(middle.ok());
+    CHECK(middle->offset_of(middle->batches()[0]) == 56);
+    reader->reset();
+    REQUIRE((*stream)->Close().ok());
+  }
+  // Reopened (recovered) over the same remote ledgers, the stream continues after its end.
+  Streams streams(ledgers.get(), metadata->get(), NullLog());
+  absl::StatusOr<std::unique_ptr<Stream>> stream = streams.Open("orders");
+  REQUIRE(stream.ok());
+  BatchBuilder builder;
+  Fill(builder, 30, 1);
+  absl::StatusOr<StreamAppendResult> at = (*stream)->Append(builder);
+  REQUIRE(at.ok());
+  CHECK(at->first_offset == expected.size());
+  REQUIRE((*stream)->Close().ok());
+}
+
+// ---- cairnd as a process ------------------------------------------------------------------------
+
+// `cairnd store` on a data directory, listening on an ephemeral loopback port.
+class Daemon {
+ public:
+  Daemon(const std::string& data_dir, const std::string& log_path) : log_path_(log_path) {
+    std::vector<std::string> args = {CAIRND_PATH, "store",    "--data-dir",
+                                     data_dir,    "--listen", "127.0.0.1:0"};
+    std::vector<char*> argv;
+    for (std::string& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log_path.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    REQUIRE(posix_spawn(&pid_, CAIRND_PATH, &actions, nullptr, argv.data(), environ) == 0);
+    posix_spawn_file_actions_destroy(&actions);
+    // Its one line when listening names the port.
+    const std::regex listening("listening on 127\\.0\\.0\\.1:([0-9]+)");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (port_ == 0) {
+      std::smatch match;
+      const std::string log = Log();
+      if (std::regex_search(log, match, listening)) {
+        port_ = std::stoi(match[1]);
+        break;
+      }
+      int status = 0;
+      REQUIRE(waitpid(pid_, &status, WNOHANG) == 0);  // still running
+      REQUIRE(std::chrono::steady_clock::now() < deadline);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+
+  ~Daemon() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+  std::string Log() const {
+    std::ifstream in(log_path_);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+  // Sends SIGTERM; safe from any thread.
+  void SendTerminate() const { kill(pid_, SIGTERM); }
+
+  // SIGTERM, then the exit status.
+  int Terminate() {
+    SendTerminate();
+    return WaitExit();
+  }
+
+  int WaitExit() {
+    int status = 0;
+    REQUIRE(waitpid(pid_, &status, 0) == pid_);
+    pid_ = 0;
+    INFO(Log());
+    REQUIRE(WIFEXITED(status));
+    return WEXITSTATUS(status);
+  }
+
+ private:
+  std::string log_path_;
+  pid_t pid_ = 0;
+  int port_ = 0;
+};
+
+TEST_CASE("cairnd store: serves, stops cleanly on SIGTERM and keeps what it acknowledged",
+          "[net][daemon]") {
+  TempDir dir;
+  const std::string data_dir = dir.path() + "/data";
+  uint64_t ledger = 0;
+  std::vector<std::string> expected;
+  {
+    Daemon daemon(data_dir, dir.path() + "/cairnd-1.log");
+    RemoteLedgerSetOptions options;
+    options.address = daemon.address();
+    options.log = NullLog();
+    absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> ledgers = RemoteLedgerSet::Connect(options);
+    REQUIRE(ledgers.ok());
+    absl::StatusOr<uint64_t> id = (*ledgers)->CreateLedger();
+    REQUIRE(id.ok());
+    ledger = *id;
+    absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = (*ledgers)->OpenWriter(ledger);
+    REQUIRE(writer.ok());
+    BatchBuilder builder;
+    std::atomic<uint64_t> acknowledged{0};
+    for (uint64_t b = 0; b < 200; ++b) {
+      Fill(builder, b, 5);
+      (*writer)->AppendAsync(builder, [&](absl::StatusOr<AppendResult> result) {
+        if (result.ok()) acknowledged++;
+      });
+      for (uint64_t i = 0; i < 5; ++i) expected.push_back(Value(b, i));
+    }
+    REQUIRE((*writer)->Flush().ok());
+    REQUIRE(acknowledged == 200);
+    writer->reset();
+    ledgers->reset();
+    CHECK(daemon.Terminate() == 0);
+    const std::string log = daemon.Log();
+    CHECK(log.find("store closed") != std::string::npos);
+  }
+  Daemon daemon(data_dir, dir.path() + "/cairnd-2.log");
+  RemoteLedgerSetOptions options;
+  options.address = daemon.address();
+  options.log = NullLog();
+  absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> ledgers = RemoteLedgerSet::Connect(options);
+  REQUIRE(ledgers.ok());
+  CHECK(ReadAll(**ledgers, ledger) == expected);
+  ledgers->reset();
+  CHECK(daemon.Terminate() == 0);
+}
+
+TEST_CASE("cairnd store: SIGTERM during appends keeps every acknowledged one",
+          "[net][daemon][concurrency]") {
+  TempDir dir;
+  const std::string data_dir = dir.path() + "/data";
+  uint64_t ledger = 0;
+  std::vector<std::string> sent;
+  std::atomic<uint64_t> acknowledged_end{0};  // one past the last acknowledged entry
+  std::atomic<uint64_t> failed{0};
+  {
+    Daemon daemon(data_dir, dir.path() + "/cairnd-1.log");
+    RemoteLedgerSetOptions options;
+    options.address = daemon.address();
+    options.log = NullLog();
+    absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> ledgers = RemoteLedgerSet::Connect(options);
+    REQUIRE(ledgers.ok());
+    absl::StatusOr<uint64_t> id = (*ledgers)->CreateLedger();
+    REQUIRE(id.ok());
+    ledger = *id;
+    absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = (*ledgers)->OpenWriter(ledger);
+    REQUIRE(writer.ok());
+    std::thread terminator([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      daemon.SendTerminate();
+    });
+    BatchBuilder builder;
+    for (uint64_t b = 0; b < 5000; ++b) {
+      Fill(builder, b, 5);
+      (*writer)->AppendAsync(builder, [&](absl::StatusOr<AppendResult> result) {
+        // Callbacks run in append order: the acknowledged ones are a prefix.
+        if (result.ok() && failed == 0) {
+          acknowledged_end = result->last_entry_id + 1;
+        } else {
+          failed++;
+        }
+      });
+      for (uint64_t i = 0; i < 5; ++i) sent.push_back(Value(b, i));
+    }
+    (*writer)->Flush().IgnoreError();  // appends after the shutdown fail; that is expected
+    terminator.join();
+    writer->reset();
+    ledgers->reset();
+    CHECK(daemon.WaitExit() == 0);
+  }
+  INFO("acknowledged " << acknowledged_end << " of " << sent.size() << " entries");
+  Daemon daemon(data_dir, dir.path() + "/cairnd-2.log");
+  RemoteLedgerSetOptions options;
+  options.address = daemon.address();
+  options.log = NullLog();
+  absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> ledgers = RemoteLedgerSet::Connect(options);
+  REQUIRE(ledgers.ok());
+  const std::vector<std::string> stored = ReadAll(**ledgers, ledger);
+  REQUIRE(stored.size() >= acknowledged_end);
+  CHECK(std::equal(stored.begin(), stored.end(), sent.begin()));
+  ledgers->reset();
+  CHECK(daemon.Terminate() == 0);
+}
+
+TEST_CASE("cairnd: --help lists the commands", "[net][daemon]") {
+  TempDir dir;
+  const std::string out = dir.path() + "/help.txt";
+  const std::string command = std::string(CAIRND_PATH) + " --help > " + out + " 2>&1";
+  const int status = std::system(command.c_str());
+  (void)status;  // absl exits with status 1 after --help; the text is what counts
+  std::ifstream in(out);
+  std::stringstream text;
+  text << in.rdbuf();
+  CHECK(text.str().find("store") != std::string::npos);
+  CHECK(text.str().find("standalone") != std::string::npos);
+  CHECK(text.str().find("proxy") != std::string::npos);
+  CHECK(text.str().find("data_dir") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace cairn::net
