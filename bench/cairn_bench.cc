@@ -134,6 +134,9 @@ ABSL_FLAG(uint64_t, entry_bytes, 0, "Override: bytes of each entry's value.");
 ABSL_FLAG(uint32_t, batch_entries, 0, "Override: entries per batch (per append).");
 ABSL_FLAG(uint32_t, ledgers, 0, "Override: ledgers written (at least --appenders).");
 ABSL_FLAG(uint32_t, appenders, 0, "Override: concurrent appender threads.");
+ABSL_FLAG(bool, streams, false,
+          "Override: append cases write through streams (one per ledger: --ledgers streams) "
+          "instead of to bare ledgers.");
 ABSL_FLAG(std::string, durability, "", "Override: sync or async.");
 ABSL_FLAG(std::string, api, "",
           "Override: blocking (Append, one at a time per appender) or async (AppendAsync back to "
@@ -424,6 +427,7 @@ absl::Status Override(Case& c) {
   if (uint32_t v = absl::GetFlag(FLAGS_batch_entries); v != 0) c.batch_entries = v;
   if (uint32_t v = absl::GetFlag(FLAGS_ledgers); v != 0) c.ledgers = v;
   if (uint32_t v = absl::GetFlag(FLAGS_appenders); v != 0) c.appenders = v;
+  if (absl::GetFlag(FLAGS_streams) && c.kind == Kind::kAppend) c.through_streams = true;
   if (uint64_t v = absl::GetFlag(FLAGS_tail_batches_per_s); v != 0) c.tail_batches_per_s = v;
   const std::string durability = absl::GetFlag(FLAGS_durability);
   if (durability == "sync") {
