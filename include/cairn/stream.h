@@ -172,7 +172,9 @@ class Stream {
 
   // Appends one batch; `done` gets its offsets, in append order. Rolls to a new ledger first
   // when the current one is full (StreamOptions). Errors as LedgerWriter::AppendAsync, plus
-  // kAborted if another owner took the stream over.
+  // kAborted if another owner took the stream over. `done` runs on the ledger store's I/O
+  // thread (keep it quick, as an AppendCallback), or on the calling thread before this returns
+  // when the append is refused at once (a closed or failed stream, a roll-over that failed).
   virtual void AppendAsync(BatchBuilder& batch, StreamAppendCallback done) = 0;
   absl::StatusOr<StreamAppendResult> Append(BatchBuilder& batch);
   // Waits for every append made so far; returns the first error among them.

@@ -133,11 +133,19 @@ class StreamImpl final : public Stream {
 
   void AppendAsync(BatchBuilder& batch, StreamAppendCallback done) override {
     std::unique_lock lock(mu_);
-    if (!failed_.ok()) return done(failed_);
-    if (closed_) return done(absl::FailedPreconditionError(absl::StrCat("stream ", name_, " is closed")));
+    // An append refused at once is told so outside the lock, so that its callback may call the
+    // stream. Earlier appends have completed by then (a roll-over waits for them).
+    auto refuse = [&](absl::Status status) {
+      lock.unlock();
+      done(std::move(status));
+    };
+    if (!failed_.ok()) return refuse(failed_);
+    if (closed_) {
+      return refuse(absl::FailedPreconditionError(absl::StrCat("stream ", name_, " is closed")));
+    }
     if (writer_ == nullptr || NeedsRoll(batch)) {
       absl::Status rolled = Roll();
-      if (!rolled.ok()) return done(rolled);
+      if (!rolled.ok()) return refuse(std::move(rolled));
     }
     const uint64_t base = writer_first_offset_;
     const uint64_t ledger_id = writer_->ledger_id();
