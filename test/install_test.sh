@@ -37,7 +37,14 @@ cmake -S "$src/examples" -B "$work/examples" "${generator[@]}" \
 cmake --build "$work/examples" >"$work/examples-build.log"
 if [ "$kind" = shared ]; then
   # The example must load the installed shared library.
-  ldd "$work/examples/quickstart" | grep -q "$work/prefix/.*libcairn.so"
+  # ldd's whole output first: `ldd | grep -q` fails under pipefail when grep stops reading
+  # early and ldd dies of SIGPIPE.
+  loaded=$(ldd "$work/examples/quickstart")
+  if ! grep -q "$work/prefix/.*libcairn.so" <<<"$loaded"; then
+    echo "install_test.sh: quickstart does not load the installed libcairn.so:" >&2
+    echo "$loaded" >&2
+    exit 1
+  fi
 fi
 "$work/examples/quickstart" "$work/data" >"$work/quickstart.out"
 grep -q "checksum ok" "$work/quickstart.out"
