@@ -546,7 +546,7 @@ absl::Status LocalMetadataStore::Recover() {
 absl::Status LocalMetadataStore::ReplayLog(uint64_t generation) {
   const std::string path = PathOf(MetadataLogName(generation));
   CAIRN_ASSIGN_OR_RETURN(std::string bytes, ReadFile(*fs_, *queue_, path));
-  absl::StatusOr<LogScan> scan = ScanMetadataLog(bytes);
+  absl::StatusOr<MetadataLogScan> scan = ScanMetadataLog(bytes);
   if (!scan.ok()) return Annotate(scan.status(), path);
   if (!scan->header.has_value()) {
     // Its creation was interrupted before the header was durable: it never held a record.

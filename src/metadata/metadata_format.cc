@@ -273,8 +273,8 @@ std::optional<MutationView> DecodeMetadataRecordAt(std::span<const char> log, si
                       .value = std::string_view(p + kRecordKeyOffset + key_length, value_length)};
 }
 
-absl::StatusOr<LogScan> ScanMetadataLog(std::span<const char> bytes) {
-  LogScan scan;
+absl::StatusOr<MetadataLogScan> ScanMetadataLog(std::span<const char> bytes) {
+  MetadataLogScan scan;
   absl::StatusOr<LogHeader> header = DecodeMetadataLogHeader(bytes);
   if (!header.ok()) {
     // A header is written and synced before the file's name is; a crash before that can leave a

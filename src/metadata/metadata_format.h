@@ -143,7 +143,7 @@ void AppendMetadataRecord(uint64_t salt, const MutationView& mutation, std::stri
 std::optional<MutationView> DecodeMetadataRecordAt(std::span<const char> log, size_t offset,
                                                    uint64_t salt, std::string* why = nullptr);
 
-struct LogScan {
+struct MetadataLogScan {
   // Nullopt when the file is no longer than a header and does not hold a valid one: a log whose
   // creation a crash interrupted. No record can have been acknowledged in it.
   std::optional<LogHeader> header;
@@ -158,6 +158,6 @@ struct LogScan {
 // Scans a whole log file. kDataLoss (naming the offset) for a damaged header in a file longer than
 // a header, for an invalid record followed anywhere by a valid one, and for versions that do not
 // ascend.
-absl::StatusOr<LogScan> ScanMetadataLog(std::span<const char> bytes);
+absl::StatusOr<MetadataLogScan> ScanMetadataLog(std::span<const char> bytes);
 
 }  // namespace cairn::internal
