@@ -42,7 +42,7 @@ KeyOffsetMap::Slot* KeyOffsetMap::Find(std::string_view key, uint64_t hash) cons
     Slot* slot = &table_[i];
     if (slot->offset == kEmpty) return slot;
     if (slot->hash == hash && slot->key_size == key.size() &&
-        std::memcmp(slot->key, key.data(), key.size()) == 0) {
+        (key.empty() || std::memcmp(slot->key, key.data(), key.size()) == 0)) {
       return slot;
     }
   }

@@ -95,9 +95,9 @@ std::string EncodeMetadataSnapshot(uint64_t generation, uint64_t last_version,
     EncodeFixed32(p + 8, static_cast<uint32_t>(entry.key.size()));
     EncodeFixed32(p + 12, static_cast<uint32_t>(entry.value.size()));
     p += kMetadataSnapshotEntryFixedBytes;
-    std::memcpy(p, entry.key.data(), entry.key.size());
+    if (!entry.key.empty()) std::memcpy(p, entry.key.data(), entry.key.size());
     p += entry.key.size();
-    std::memcpy(p, entry.value.data(), entry.value.size());
+    if (!entry.value.empty()) std::memcpy(p, entry.value.data(), entry.value.size());
     p += entry.value.size();
   }
   EncodeFixed64(out.data(), ChecksumAfterFirst8(out, 0));
@@ -219,9 +219,14 @@ void AppendMetadataRecord(uint64_t salt, const MutationView& mutation, std::stri
   EncodeFixed64(p + kRecordVersionOffset, mutation.version);
   EncodeFixed32(p + kRecordKeyLengthOffset, static_cast<uint32_t>(mutation.key.size()));
   EncodeFixed32(p + kRecordValueLengthOffset, static_cast<uint32_t>(mutation.value.size()));
-  std::memcpy(p + kRecordKeyOffset, mutation.key.data(), mutation.key.size());
-  std::memcpy(p + kRecordKeyOffset + mutation.key.size(), mutation.value.data(),
-              mutation.value.size());
+  // An empty key or value may have a null data(): memcpy must not see it.
+  if (!mutation.key.empty()) {
+    std::memcpy(p + kRecordKeyOffset, mutation.key.data(), mutation.key.size());
+  }
+  if (!mutation.value.empty()) {
+    std::memcpy(p + kRecordKeyOffset + mutation.key.size(), mutation.value.data(),
+                mutation.value.size());
+  }
   EncodeFixed64(p, ChecksumAfterFirst8(std::span<const char>(p, size), salt));
 }
 

@@ -917,6 +917,7 @@ TEST_CASE("ledger crash: injected read and write errors fail requests, never ser
   fault->ClearFaults();
   Crash(*fault);
   writer.reset();
+  reader.reset();  // Readers and writers go before their store.
   store.reset();
   Revive(*fault);
   store = Unwrap(Store::Open(OptionsOn(*fault, kMinSegmentBytes, Durability::kSync, journal)));
