@@ -636,14 +636,18 @@ TEST_CASE("Compacted readers wait at the tail", "[compaction][concurrency]") {
   auto compactor = f.Open({});
   Unwrap(compactor->CompactNow());
   auto reader = Unwrap(compactor->NewReader());
+  // Catch2's assertions are not thread-safe: the appender thread only records its outcome.
+  absl::Status appended;
   std::thread appender([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
     BatchBuilder batch;
-    REQUIRE(batch.Add({.key = "b", .value = "2"}).ok());
-    REQUIRE(f.stream->Append(batch).ok());
+    appended = batch.Add({.key = "b", .value = "2"});
+    if (appended.ok()) appended = f.stream->Append(batch).status();
   });
-  CompactedReadResult read = Unwrap(reader->Read(1, {}, std::chrono::seconds(10)));
+  absl::StatusOr<CompactedReadResult> waited = reader->Read(1, {}, std::chrono::seconds(10));
   appender.join();
+  REQUIRE(appended.ok());
+  CompactedReadResult read = Unwrap(std::move(waited));
   REQUIRE(!read.compacted());
   REQUIRE(read.entries().size() == 1);
   REQUIRE(read.entries()[0].offset == 1);

@@ -198,12 +198,19 @@ TEST_CASE("Stream reads: trimmed, past the end, tailing", "[stream][concurrency]
     CheckRange(*stream, report.first_offset, 40);
   }
   SECTION("a tailing read wakes when an entry arrives") {
+    // Catch2's assertions are not thread-safe: the appender thread only records its outcome.
+    absl::Status appended;
     std::thread appender([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      AppendValues(*stream, 40, 1);
+      BatchBuilder batch;
+      const std::string value = ValueAt(40);
+      appended = batch.Add({.key = std::nullopt, .value = value, .timestamp_us = 0});
+      if (appended.ok()) appended = stream->Append(batch).status();
     });
-    StreamReadResult read = Unwrap(reader->Read(40, {}, std::chrono::seconds(10)));
+    absl::StatusOr<StreamReadResult> waited = reader->Read(40, {}, std::chrono::seconds(10));
     appender.join();
+    REQUIRE(appended.ok());
+    StreamReadResult read = Unwrap(std::move(waited));
     REQUIRE(read.offset_of(read.batches()[0]) == 40);
     REQUIRE(std::string(read.batches()[0].begin()->value) == ValueAt(40));
   }
