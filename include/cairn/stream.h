@@ -176,6 +176,11 @@ class Stream {
   // thread (keep it quick, as an AppendCallback), or on the calling thread before this returns
   // when the append is refused at once (a closed or failed stream, a roll-over that failed).
   virtual void AppendAsync(BatchBuilder& batch, StreamAppendCallback done) = 0;
+  // Appends one batch in its wire form (as BatchBuilder::Finish made it, with any ledger and
+  // entry ids), as a proxy receives it from a producer: verified (kDataLoss if damaged,
+  // kInvalidArgument if not exactly one batch), then appended as above. The bytes need only
+  // live until this returns.
+  virtual void AppendAsync(std::span<const char> batch, StreamAppendCallback done) = 0;
   absl::StatusOr<StreamAppendResult> Append(BatchBuilder& batch);
   // Waits for every append made so far; returns the first error among them.
   virtual absl::Status Flush() = 0;

@@ -19,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "src/format/batch_format.h"
 #include "src/stream/ack_set.h"
 #include "src/stream/stream_format.h"
 #include "src/stream/tail_cache.h"
@@ -132,6 +133,44 @@ class StreamImpl final : public Stream {
   // --- Appends -------------------------------------------------------------------------------
 
   void AppendAsync(BatchBuilder& batch, StreamAppendCallback done) override {
+    AppendImpl(
+        batch.entry_count(), batch.size_bytes(),
+        [&](uint64_t ledger_id, uint64_t entry) -> std::shared_ptr<const std::vector<char>> {
+          absl::StatusOr<std::span<const char>> stamped = batch.Finish(ledger_id, entry);
+          if (!stamped.ok()) return nullptr;
+          return std::make_shared<const std::vector<char>>(stamped->begin(), stamped->end());
+        },
+        [&](AppendCallback callback) { writer_->AppendAsync(batch, std::move(callback)); },
+        std::move(done));
+  }
+
+  void AppendAsync(std::span<const char> batch, StreamAppendCallback done) override {
+    // Verified here, once, for its size and entry count; the ledger verifies the bytes again as
+    // it restamps them (a checksum pass costs far less than the write).
+    absl::StatusOr<BatchView> view = BatchView::Parse(batch);
+    if (!view.ok()) return done(view.status());
+    if (view->size_bytes() != batch.size()) {
+      return done(absl::InvalidArgumentError(absl::StrCat(
+          "expected exactly one batch of ", batch.size(), " bytes, found one of ",
+          view->size_bytes(), " bytes followed by more")));
+    }
+    const uint64_t payload_hash = view->payload_hash();
+    AppendImpl(
+        view->entry_count(), batch.size(),
+        [&](uint64_t ledger_id, uint64_t entry) -> std::shared_ptr<const std::vector<char>> {
+          auto copy = std::make_shared<std::vector<char>>(batch.begin(), batch.end());
+          if (!internal::StampBatch(*copy, ledger_id, entry, payload_hash).ok()) return nullptr;
+          return copy;
+        },
+        [&](AppendCallback callback) { writer_->AppendAsync(batch, std::move(callback)); },
+        std::move(done));
+  }
+
+  // The append path of both forms: `stamp(ledger, entry)` returns the batch as it will be
+  // stored (for the tail cache; null if it cannot), `submit` hands it to the ledger writer.
+  template <typename StampFn, typename SubmitFn>
+  void AppendImpl(size_t entry_count, size_t size_bytes, StampFn stamp, SubmitFn submit,
+                  StreamAppendCallback done) {
     std::unique_lock lock(mu_);
     // An append refused at once is told so outside the lock, so that its callback may call the
     // stream. Earlier appends have completed by then (a roll-over waits for them).
@@ -143,7 +182,7 @@ class StreamImpl final : public Stream {
     if (closed_) {
       return refuse(absl::FailedPreconditionError(absl::StrCat("stream ", name_, " is closed")));
     }
-    if (writer_ == nullptr || NeedsRoll(batch)) {
+    if (writer_ == nullptr || NeedsRoll(entry_count, size_bytes)) {
       absl::Status rolled = Roll();
       if (!rolled.ok()) return refuse(std::move(rolled));
     }
@@ -151,17 +190,15 @@ class StreamImpl final : public Stream {
     const uint64_t ledger_id = writer_->ledger_id();
     // The entry id the ledger will give the batch, unless an earlier append fails.
     const uint64_t expected_entry = writer_entries_;
-    writer_bytes_ += batch.size_bytes();
-    writer_entries_ += batch.entry_count();
+    writer_bytes_ += size_bytes;
+    writer_entries_ += entry_count;
     // Readers at the tail will want the batch: keep it as it will be stored.
     std::shared_ptr<const std::vector<char>> cached;
     if (readers_.load(std::memory_order_relaxed) > 0 && tail_cache_.max_bytes() > 0) {
-      absl::StatusOr<std::span<const char>> stamped = batch.Finish(ledger_id, expected_entry);
-      if (stamped.ok()) cached = std::make_shared<const std::vector<char>>(stamped->begin(),
-                                                                          stamped->end());
+      cached = stamp(ledger_id, expected_entry);
     }
-    writer_->AppendAsync(batch, [this, base, ledger_id, expected_entry, cached,
-                                 done = std::move(done)](absl::StatusOr<AppendResult> result) {
+    submit([this, base, ledger_id, expected_entry, cached,
+            done = std::move(done)](absl::StatusOr<AppendResult> result) {
       if (!result.ok()) return done(result.status());
       const StreamAppendResult offsets{base + result->first_entry_id,
                                        base + result->last_entry_id};
@@ -372,11 +409,11 @@ class StreamImpl final : public Stream {
   absl::Status Recover();
 
  private:
-  bool NeedsRoll(const BatchBuilder& batch) const {
+  bool NeedsRoll(size_t entry_count, size_t size_bytes) const {
     if (writer_entries_ == 0) return false;
     const StreamOptions& o = record_.options;
-    return writer_bytes_ + batch.size_bytes() > o.ledger_max_bytes ||
-           writer_entries_ + batch.entry_count() > o.ledger_max_entries ||
+    return writer_bytes_ + size_bytes > o.ledger_max_bytes ||
+           writer_entries_ + entry_count > o.ledger_max_entries ||
            std::chrono::steady_clock::now() - writer_opened_ >= o.ledger_max_age;
   }
 

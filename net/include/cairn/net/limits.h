@@ -38,4 +38,12 @@ inline constexpr uint64_t kMaxWaitSliceUs = 1'000'000;
 // Default port of a store node.
 inline constexpr uint16_t kDefaultStorePort = 7010;
 
+// Default port of a proxy (and of `cairnd standalone`).
+inline constexpr uint16_t kDefaultProxyPort = 7020;
+
+// Topic names: 1..kMaxTopicNameBytes of [A-Za-z0-9._-]; a topic's partition i is the stream
+// "<topic>-partition-<i>", which must fit cairn::kMaxStreamNameBytes.
+inline constexpr size_t kMaxTopicNameBytes = 180;
+inline constexpr uint32_t kMaxPartitions = 1024;
+
 }  // namespace cairn::net

@@ -1,0 +1,224 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// The cairn client: producers, consumers and topic administration against a proxy (`cairnd
+// proxy` or `cairnd standalone`), over the proxy protocol (net/schema/proxy.capnp).
+//
+//   ClientOptions options;
+//   options.address = "127.0.0.1:7020";
+//   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, Client::Connect(options));
+//   CAIRN_RETURN_IF_ERROR(client->CreateTopic("orders", {.partitions = 4}));
+//   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Producer> producer, client->CreateProducer("orders"));
+//   producer->SendAsync({.key = "k", .value = "v"}, [](absl::StatusOr<MessageId> id) { ... });
+//   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Consumer> consumer,
+//                          client->Subscribe("orders", {.subscription = "billing"}));
+//   CAIRN_ASSIGN_OR_RETURN(std::optional<Message> m, consumer->Receive(std::chrono::seconds(1)));
+//   if (m) CAIRN_RETURN_IF_ERROR(consumer->Ack(*m));
+//
+// Delivery guarantees. A send is acknowledged (its callback gets a MessageId) once the proxy's
+// store acknowledged it: durable when the store runs with sync durability. After a lost
+// connection the client reconnects (with back-off, up to ClientOptions::reconnect_timeout) and
+// sends again, in order, what was not acknowledged, so an acknowledged message is never sent
+// twice and an unacknowledged one may be stored twice (at least once). A consumer resubscribes
+// and acknowledges again what it acknowledged and the proxy had not yet persisted, before it
+// receives anything, so a message the application acknowledged is not delivered to it again.
+//
+// Threading. The client runs one network thread. Every method may be called from any thread.
+// Callbacks run on the network thread: keep them quick, and do not call blocking methods of
+// the client from them (such a call fails with kFailedPrecondition rather than deadlock).
+//
+// This header needs no Cap'n Proto or KJ headers.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cairn/log.h"
+
+namespace cairn::net {
+
+struct ClientOptions {
+  // "host:port" of the proxy.
+  std::string address = "127.0.0.1:7020";
+  std::chrono::milliseconds connect_timeout = std::chrono::seconds(5);
+  // After a lost connection, how long the client keeps trying to reconnect before failing what
+  // waits on it with kUnavailable.
+  std::chrono::milliseconds reconnect_timeout = std::chrono::seconds(30);
+  LogFunction log = StderrLog();
+};
+
+// Where a message lives: its topic partition and offset.
+struct MessageId {
+  uint32_t partition = 0;
+  uint64_t offset = 0;
+  friend bool operator==(const MessageId&, const MessageId&) = default;
+};
+
+struct OutgoingMessage {
+  std::optional<std::string_view> key;  // Routes to a partition by hash; none: round-robin.
+  std::string_view value;
+  int64_t timestamp_us = 0;  // 0: the time of the send.
+};
+
+struct Message {
+  MessageId id;
+  std::optional<std::string> key;
+  std::string value;
+  int64_t timestamp_us = 0;
+  bool redelivered = false;  // Delivered before and not acknowledged then.
+};
+
+enum class SubscriptionType { kExclusive, kFailover, kShared };
+
+struct SubscriptionStart {
+  enum class Kind { kEarliest, kLatest, kOffset, kTime };
+  Kind kind = Kind::kEarliest;
+  uint64_t offset = 0;
+  int64_t timestamp_us = 0;
+};
+
+struct TopicRetention {
+  std::optional<std::chrono::microseconds> max_age;
+  std::optional<uint64_t> max_bytes;  // Per partition.
+  bool delete_acknowledged = false;
+  bool keep_unacknowledged = false;
+};
+
+struct TopicConfig {
+  uint32_t partitions = 1;
+  uint64_t ledger_max_bytes = 0;  // 0: the default.
+  TopicRetention retention;
+};
+
+struct ProducerOptions {
+  // A batch is sent when it holds max_batch_bytes or max_batch_messages, or `linger` after its
+  // first message, whichever comes first. linger 0: every message is sent alone.
+  std::chrono::microseconds linger = std::chrono::milliseconds(1);
+  size_t max_batch_bytes = size_t{128} << 10;
+  size_t max_batch_messages = 1000;
+  // Messages accepted and not yet acknowledged; SendAsync waits beyond it (back-pressure).
+  size_t max_pending_bytes = size_t{64} << 20;
+};
+
+using SendCallback = std::function<void(absl::StatusOr<MessageId>)>;
+
+// Thread-safe.
+class Producer {
+ public:
+  virtual ~Producer() = default;
+  // Queues the message; `done` runs once it is acknowledged or has failed, in send order per
+  // partition. The bytes are copied before this returns.
+  virtual void SendAsync(const OutgoingMessage& message, SendCallback done) = 0;
+  absl::StatusOr<MessageId> Send(const OutgoingMessage& message);
+  // Sends what is batched and waits for every message sent so far; the first error among them.
+  virtual absl::Status Flush() = 0;
+  // Flushes and closes the producer.
+  virtual absl::Status Close() = 0;
+};
+
+struct ConsumerOptions {
+  std::string subscription;
+  SubscriptionType type = SubscriptionType::kExclusive;
+  SubscriptionStart start;  // Where a new subscription starts.
+  std::string consumer_name;
+  // Bytes of received batches the consumer keeps queued ahead of Receive.
+  size_t receive_queue_bytes = size_t{8} << 20;
+};
+
+// Thread-safe.
+class Consumer {
+ public:
+  virtual ~Consumer() = default;
+  // The next message, waiting up to `wait`; nullopt if none arrived in time.
+  virtual absl::StatusOr<std::optional<Message>> Receive(std::chrono::microseconds wait) = 0;
+  virtual absl::Status Ack(const MessageId& id) = 0;
+  // Acknowledges every message of the partition up to and including `id` (not on shared).
+  virtual absl::Status AckCumulative(const MessageId& id) = 0;
+  virtual absl::Status RedeliverUnacknowledged() = 0;
+  // Waits until every acknowledgement so far is durable.
+  virtual absl::Status Persist() = 0;
+  // Persists the acknowledgements and leaves the subscription.
+  virtual absl::Status Close() = 0;
+};
+
+struct PartitionStats {
+  uint32_t partition = 0;
+  uint64_t first_offset = 0;
+  uint64_t end_offset = 0;
+  uint64_t durable_end_offset = 0;
+  uint64_t ledgers = 0;
+  uint64_t size_bytes = 0;
+};
+
+struct SubscriptionStats {
+  std::string name;
+  SubscriptionType type = SubscriptionType::kShared;
+  uint32_t consumers = 0;
+  uint64_t backlog = 0;
+  uint64_t unacked_delivered = 0;
+};
+
+struct TopicStats {
+  std::string name;
+  std::vector<PartitionStats> partitions;
+  std::vector<SubscriptionStats> subscriptions;
+  uint64_t messages_in = 0;
+  uint64_t bytes_in = 0;
+  uint64_t messages_out = 0;
+  double messages_in_rate = 0;
+  double bytes_in_rate = 0;
+  double messages_out_rate = 0;
+};
+
+struct TopicSummary {
+  std::string name;
+  uint32_t partitions = 0;
+};
+
+struct CompactionSummary {
+  uint32_t partition = 0;
+  bool compacted = false;
+  uint64_t horizon = 0;
+  uint64_t input_entries = 0;
+  uint64_t output_entries = 0;
+  uint64_t input_bytes = 0;
+  uint64_t output_bytes = 0;
+  std::chrono::microseconds duration{0};
+};
+
+struct CompactedBatch {
+  std::vector<Message> messages;
+  uint64_t next_offset = 0;
+};
+
+// Thread-safe. Producers and consumers must be destroyed before the client.
+class Client {
+ public:
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+  virtual ~Client() = default;
+
+  virtual absl::Status CreateTopic(std::string_view name, const TopicConfig& config) = 0;
+  virtual absl::Status DeleteTopic(std::string_view name) = 0;
+  virtual absl::StatusOr<std::vector<TopicSummary>> ListTopics() = 0;
+  virtual absl::StatusOr<TopicStats> GetTopicStats(std::string_view name) = 0;
+  virtual absl::StatusOr<std::vector<CompactionSummary>> Compact(std::string_view name) = 0;
+  virtual absl::Status SetRetention(std::string_view name, const TopicRetention& retention) = 0;
+  virtual absl::Status Unsubscribe(std::string_view topic, std::string_view subscription) = 0;
+  virtual absl::StatusOr<CompactedBatch> ReadCompacted(std::string_view topic, uint32_t partition,
+                                                       uint64_t from_offset,
+                                                       uint64_t max_bytes) = 0;
+
+  virtual absl::StatusOr<std::unique_ptr<Producer>> CreateProducer(
+      std::string_view topic, const ProducerOptions& options = {}) = 0;
+  virtual absl::StatusOr<std::unique_ptr<Consumer>> Subscribe(std::string_view topic,
+                                                              const ConsumerOptions& options) = 0;
+};
+
+}  // namespace cairn::net
