@@ -19,4 +19,7 @@ kj::Exception StatusToException(const absl::Status& status);
 
 absl::Status ExceptionToStatus(const kj::Exception& exception);
 
+// Fails the RPC call in progress with `status` (not OK): throws StatusToException(status).
+[[noreturn]] void ThrowStatus(const absl::Status& status);
+
 }  // namespace cairn::net
