@@ -18,8 +18,8 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "cairn/net/limits.h"
 #include "cairn/metadata.h"
+#include "cairn/net/limits.h"
 #include "cairn/store.h"
 #include "kj/async-io.h"
 #include "kj/async-unix.h"
@@ -34,6 +34,9 @@ ABSL_FLAG(std::string, listen, "",
 ABSL_FLAG(std::string, journal_dir, "",
           "store: directory of a shared write-ahead journal, ideally on its own device; empty: "
           "no journal");
+ABSL_FLAG(std::string, metadata_dir, "",
+          "store: directory of the metadata store this node hosts for proxies (the metadata "
+          "service); empty: <data-dir>/metadata; 'none': host no metadata store");
 ABSL_FLAG(std::string, durability, "sync",
           "store: 'sync' (an append is acknowledged once durable) or 'async' (once written; a "
           "crash may lose a suffix)");
@@ -49,7 +52,7 @@ constexpr char kUsage[] =
     "commands:\n"
     "  store        serve a store's ledgers to proxies and clients (a store node):\n"
     "                 cairnd store --data-dir D [--listen 127.0.0.1:7010] [--journal-dir J]\n"
-    "                              [--durability sync|async]\n"
+    "                              [--durability sync|async] [--metadata-dir M|none]\n"
     "  standalone   a proxy, its store and its metadata in one process, for one machine:\n"
     "                 cairnd standalone --data-dir D [--listen 127.0.0.1:7020]\n"
     "                              [--journal-dir J] [--durability sync|async]\n"
@@ -93,6 +96,22 @@ int RunStore() {
   if (!store.ok())
     return Fail(absl::StrCat("store: opening ", data_dir, ": ", store.status().ToString()));
 
+  // The metadata store proxies keep their streams' metadata in, inside the data directory unless
+  // told otherwise (the store ignores what it does not know there).
+  std::string metadata_dir = absl::GetFlag(FLAGS_metadata_dir);
+  if (metadata_dir.empty()) metadata_dir = data_dir + "/metadata";
+  std::unique_ptr<MetadataStore> metadata;
+  if (metadata_dir != "none") {
+    absl::StatusOr<std::unique_ptr<MetadataStore>> opened =
+        OpenLocalMetadataStore({.dir = metadata_dir, .log = log});
+    if (!opened.ok()) {
+      (*store)->Close().IgnoreError();
+      return Fail(absl::StrCat("store: opening the metadata store in ", metadata_dir, ": ",
+                               opened.status().ToString()));
+    }
+    metadata = *std::move(opened);
+  }
+
   int exit_code = 0;
   kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&] {
     StoreNodeOptions node_options;
@@ -100,6 +119,7 @@ int RunStore() {
     // Half the store's budget: what the node hands over never makes the store's own
     // back-pressure block the event loop.
     node_options.max_in_flight_append_bytes = options.max_in_flight_bytes / 2;
+    node_options.metadata = metadata.get();
     StoreNodeServer server(store->get(), node_options);
 
     kj::Own<kj::NetworkAddress> address =
@@ -109,8 +129,9 @@ int RunStore() {
     kj::Own<kj::ConnectionReceiver> listener = address->listen();
     const std::string host = listen.substr(0, listen.rfind(':'));
     server.Listen(*listener);
-    log(LogLevel::kInfo, absl::StrCat("store node listening on ", host, ":", listener->getPort(),
-                                      " (data dir ", data_dir, ")"));
+    log(LogLevel::kInfo,
+        absl::StrCat("store node listening on ", host, ":", listener->getPort(), " (data dir ",
+                     data_dir, ", metadata ", metadata ? metadata_dir : "none", ")"));
 
     siginfo_t signal = io.unixEventPort.onSignal(SIGTERM)
                            .exclusiveJoin(io.unixEventPort.onSignal(SIGINT))
@@ -123,6 +144,9 @@ int RunStore() {
     log(LogLevel::kError, ExceptionToStatus(*exception).ToString());
     exit_code = 1;
   }
+  // After the server: its calls in progress have finished, and no connection is left to start
+  // one.
+  metadata.reset();
   absl::Status closed = (*store)->Close();
   if (!closed.ok()) {
     log(LogLevel::kError, absl::StrCat("closing the store: ", closed.ToString()));

@@ -1,8 +1,9 @@
 // Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
 //
-// RemoteLedgerSet: a KJ event loop on a thread of its own holds the connection; the public
-// methods, called from any thread, run their part on it through kj::Executor::executeSync and
-// wait for the answer. Capabilities and promises live and die on the network thread only.
+// RemoteLedgerSet over a ClientLoop (client_loop.h): a KJ event loop on a thread of its own holds
+// the connection; the public methods, called from any thread, run their part on it through
+// kj::Executor::executeSync and wait for the answer. Capabilities and promises live and die on
+// the network thread only.
 #include "cairn/net/remote_ledger_set.h"
 
 #include <algorithm>
@@ -10,29 +11,22 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <future>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "cairn/net/limits.h"
-#include "capnp/rpc-twoparty.h"
-#include "kj/async-io.h"
 #include "kj/debug.h"
+#include "net/client/client_loop.h"
 #include "net/net_status.h"
 #include "net/schema/store.capnp.h"
 
 namespace cairn::net {
 namespace {
 
-absl::Status CalledFromCallback() {
-  return absl::FailedPreconditionError(
-      "a blocking call of the remote ledger client from its own network thread (an append "
-      "callback) would deadlock");
-}
+using internal::ClientLoop;
 
 // Bytes of appends sent and not answered, for one connection: AppendAsync waits beyond
 // kMaxClientInFlightBytes, as a local store's does. Thread-safe.
@@ -60,128 +54,6 @@ class AppendWindow {
   uint64_t in_flight_bytes_ = 0;
 };
 
-// The network thread, its event loop and the one connection.
-class ClientLoop : public kj::TaskSet::ErrorHandler {
- public:
-  static absl::StatusOr<std::unique_ptr<ClientLoop>> Start(const RemoteLedgerSetOptions& options) {
-    auto loop = std::unique_ptr<ClientLoop>(new ClientLoop(options));
-    std::promise<absl::Status> ready;
-    std::future<absl::Status> started = ready.get_future();
-    loop->thread_ = std::thread([&loop = *loop, &ready] { loop.Main(ready); });
-    absl::Status status = started.get();
-    if (!status.ok()) {
-      loop->thread_.join();
-      return status;
-    }
-    return loop;
-  }
-
-  ~ClientLoop() {
-    if (executor_.get() != nullptr) {
-      kj::Maybe<kj::Exception> failure =
-          kj::runCatchingExceptions([&] { executor_->executeSync([this] { stop_->fulfill(); }); });
-      (void)failure;  // the loop has stopped already: nothing left to stop
-    }
-    if (thread_.joinable()) thread_.join();
-  }
-
-  bool OnLoopThread() const { return std::this_thread::get_id() == loop_thread_id_; }
-
-  // Runs `func` on the network thread and waits for the promise it returns. A KJ exception
-  // (from the call or the connection) becomes the Status it carries.
-  template <typename T, typename Func>
-  absl::StatusOr<T> Call(Func&& func) {
-    if (OnLoopThread()) return CalledFromCallback();
-    std::optional<T> value;
-    kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions(
-        [&] { value.emplace(executor_->executeSync(std::forward<Func>(func))); });
-    KJ_IF_MAYBE (exception, failure) {
-      return ExceptionToStatus(*exception);
-    }
-    return std::move(*value);
-  }
-  template <typename Func>
-  absl::Status CallVoid(Func&& func) {
-    if (OnLoopThread()) return CalledFromCallback();
-    kj::Maybe<kj::Exception> failure =
-        kj::runCatchingExceptions([&] { executor_->executeSync(std::forward<Func>(func)); });
-    KJ_IF_MAYBE (exception, failure) {
-      return ExceptionToStatus(*exception);
-    }
-    return absl::OkStatus();
-  }
-
-  // Network thread only.
-  rpc::StoreNode::Client& node() { return *node_; }
-  kj::TaskSet& tasks() { return *tasks_; }
-
-  AppendWindow& window() { return window_; }
-  const RemoteLedgerSetOptions& options() const { return options_; }
-
- private:
-  explicit ClientLoop(const RemoteLedgerSetOptions& options) : options_(options) {}
-
-  void taskFailed(kj::Exception&& exception) override {
-    options_.log(LogLevel::kWarning, absl::StrCat("remote ledgers at ", options_.address, ": ",
-                                                  ExceptionToStatus(exception).ToString()));
-  }
-
-  void Main(std::promise<absl::Status>& ready) {
-    bool signalled = false;
-    auto failed = kj::runCatchingExceptions([&] {
-      loop_thread_id_ = std::this_thread::get_id();
-      kj::AsyncIoContext io = kj::setupAsyncIo();
-      const kj::Duration timeout = options_.connect_timeout.count() * kj::MILLISECONDS;
-      kj::Own<kj::AsyncIoStream> stream =
-          io.provider->getTimer()
-              .timeoutAfter(timeout, io.provider->getNetwork()
-                                         .parseAddress(kj::StringPtr(options_.address.c_str()))
-                                         .then([](kj::Own<kj::NetworkAddress> address) {
-                                           return address->connect().attach(kj::mv(address));
-                                         }))
-              .wait(io.waitScope);
-      capnp::ReaderOptions limits;
-      limits.traversalLimitInWords = kMaxMessageBytes / sizeof(capnp::word);
-      capnp::TwoPartyVatNetwork network(*stream, capnp::rpc::twoparty::Side::CLIENT, limits);
-      auto rpc_system = capnp::makeRpcClient(network);
-      capnp::MallocMessageBuilder message(8);
-      auto server = message.initRoot<capnp::rpc::twoparty::VatId>();
-      server.setSide(capnp::rpc::twoparty::Side::SERVER);
-      rpc::StoreNode::Client node = rpc_system.bootstrap(server).castAs<rpc::StoreNode>();
-      kj::TaskSet tasks(*this);
-      auto stop = kj::newPromiseAndFulfiller<void>();
-
-      node_ = &node;
-      tasks_ = &tasks;
-      stop_ = kj::mv(stop.fulfiller);
-      executor_ = kj::getCurrentThreadExecutor().addRef();
-      ready.set_value(absl::OkStatus());
-      signalled = true;
-
-      stop.promise.wait(io.waitScope);
-      tasks_ = nullptr;
-      node_ = nullptr;
-    });
-    if (!signalled) {
-      KJ_IF_MAYBE (exception, failed) {
-        absl::Status status = ExceptionToStatus(*exception);
-        ready.set_value(absl::UnavailableError(
-            absl::StrCat("cannot connect to ", options_.address, ": ", status.message())));
-      }
-    }
-  }
-
-  const RemoteLedgerSetOptions options_;
-  std::thread thread_;
-  std::thread::id loop_thread_id_;
-  kj::Own<const kj::Executor> executor_;  // set before Start returns
-  AppendWindow window_;
-  // Network thread only, while the loop runs.
-  rpc::StoreNode::Client* node_ = nullptr;
-  kj::TaskSet* tasks_ = nullptr;
-  kj::Own<kj::PromiseFulfiller<void>> stop_;
-};
-
 // ---- LedgerWriter ------------------------------------------------------------------------------
 
 struct PendingAppend {
@@ -200,9 +72,9 @@ struct WriterLoopState {
 
 class RemoteWriter final : public LedgerWriter {
  public:
-  RemoteWriter(ClientLoop& loop, uint64_t id, std::unique_ptr<WriterLoopState> state,
-               uint64_t last_add_confirmed)
-      : loop_(loop), id_(id), state_(std::move(state)), lac_(last_add_confirmed) {}
+  RemoteWriter(ClientLoop& loop, AppendWindow& window, uint64_t id,
+               std::unique_ptr<WriterLoopState> state, uint64_t last_add_confirmed)
+      : loop_(loop), window_(window), id_(id), state_(std::move(state)), lac_(last_add_confirmed) {}
 
   ~RemoteWriter() override {
     // The capability must go on the network thread.
@@ -231,7 +103,7 @@ class RemoteWriter final : public LedgerWriter {
   }
 
   absl::Status Flush() override {
-    if (loop_.OnLoopThread()) return CalledFromCallback();
+    if (loop_.OnLoopThread()) return loop_.CalledFromLoop();
     WaitIdle();
     std::lock_guard lock(mu_);
     return std::exchange(first_error_, absl::OkStatus());
@@ -259,10 +131,10 @@ class RemoteWriter final : public LedgerWriter {
   void Send(std::span<const char> batch, absl::Status error, AppendCallback done) {
     if (loop_.OnLoopThread()) {
       // Cannot wait for the window here; an append from a callback is a caller's error.
-      return done(CalledFromCallback());
+      return done(loop_.CalledFromLoop());
     }
     const uint64_t bytes = error.ok() ? batch.size() : 0;
-    loop_.window().Acquire(bytes);
+    window_.Acquire(bytes);
     {
       std::lock_guard lock(mu_);
       ++outstanding_;
@@ -291,7 +163,7 @@ class RemoteWriter final : public LedgerWriter {
     });
     if (!sent.ok()) {
       // The network thread is gone (it never is while the set lives): nothing was queued.
-      loop_.window().Release(bytes);
+      window_.Release(bytes);
       FinishOne(sent);
     }
   }
@@ -307,7 +179,7 @@ class RemoteWriter final : public LedgerWriter {
       ++state.first_seq;
       absl::Status status = append.result->status();
       if (append.result->ok()) lac_.store((*append.result)->last_entry_id);
-      loop_.window().Release(append.bytes);
+      window_.Release(append.bytes);
       append.done(std::move(*append.result));
       FinishOne(status);
     }
@@ -328,6 +200,7 @@ class RemoteWriter final : public LedgerWriter {
   }
 
   ClientLoop& loop_;
+  AppendWindow& window_;
   const uint64_t id_;
   std::unique_ptr<WriterLoopState> state_;  // network thread only
   std::atomic<uint64_t> lac_;
@@ -491,7 +364,7 @@ class RemoteLedgerSetImpl final : public RemoteLedgerSet {
  public:
   explicit RemoteLedgerSetImpl(std::unique_ptr<ClientLoop> loop) : loop_(std::move(loop)) {}
 
-  const std::string& address() const override { return loop_->options().address; }
+  const std::string& address() const override { return loop_->address(); }
 
   absl::StatusOr<uint64_t> CreateLedger(std::optional<uint64_t> id) override {
     return loop_->Call<uint64_t>([&] {
@@ -515,8 +388,8 @@ class RemoteLedgerSetImpl final : public RemoteLedgerSet {
     });
     if (!ids.ok()) {
       // The interface has no error here: say so, and answer with no ledgers.
-      loop_->options().log(LogLevel::kWarning, absl::StrCat("listing the ledgers of ", address(),
-                                                            ": ", ids.status().ToString()));
+      loop_->log()(LogLevel::kWarning, absl::StrCat("listing the ledgers of ", address(), ": ",
+                                                    ids.status().ToString()));
       return {};
     }
     return *std::move(ids);
@@ -561,7 +434,7 @@ class RemoteLedgerSetImpl final : public RemoteLedgerSet {
       });
     });
     if (!opened.ok()) return opened.status();
-    return std::make_unique<RemoteWriter>(*loop_, id, std::move(opened->state),
+    return std::make_unique<RemoteWriter>(*loop_, window_, id, std::move(opened->state),
                                           opened->last_add_confirmed);
   }
 
@@ -589,6 +462,7 @@ class RemoteLedgerSetImpl final : public RemoteLedgerSet {
   }
 
  private:
+  AppendWindow window_;  // the connection's appends in flight; outlives the loop
   std::unique_ptr<ClientLoop> loop_;
 };
 
@@ -596,7 +470,11 @@ class RemoteLedgerSetImpl final : public RemoteLedgerSet {
 
 absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> RemoteLedgerSet::Connect(
     const RemoteLedgerSetOptions& options) {
-  absl::StatusOr<std::unique_ptr<ClientLoop>> loop = ClientLoop::Start(options);
+  absl::StatusOr<std::unique_ptr<ClientLoop>> loop =
+      ClientLoop::Start({.address = options.address,
+                         .connect_timeout = options.connect_timeout,
+                         .log = options.log,
+                         .what = "remote ledger"});
   if (!loop.ok()) return loop.status();
   return std::make_unique<RemoteLedgerSetImpl>(*std::move(loop));
 }
