@@ -95,10 +95,18 @@ void ServedStore::Serve(std::promise<std::string>& address) {
 
 Daemon::Daemon(const std::string& data_dir, const std::string& log_path,
                const std::vector<std::string>& extra_args)
+    : Daemon(
+          [&] {
+            std::vector<std::string> args = {"store", "--data-dir", data_dir, "--listen",
+                                             "127.0.0.1:0"};
+            args.insert(args.end(), extra_args.begin(), extra_args.end());
+            return args;
+          }(),
+          log_path) {}
+
+Daemon::Daemon(std::vector<std::string> args, const std::string& log_path)
     : log_path_(log_path) {
-  std::vector<std::string> args = {CAIRND_PATH, "store",    "--data-dir",
-                                   data_dir,    "--listen", "127.0.0.1:0"};
-  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  args.insert(args.begin(), CAIRND_PATH);
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
@@ -109,7 +117,7 @@ Daemon::Daemon(const std::string& data_dir, const std::string& log_path,
   REQUIRE(posix_spawn(&pid_, CAIRND_PATH, &actions, nullptr, argv.data(), environ) == 0);
   posix_spawn_file_actions_destroy(&actions);
   // Its one line when listening names the port.
-  port_ = std::stoi(WaitForLog("store node listening on 127\\.0\\.0\\.1:([0-9]+)"));
+  port_ = std::stoi(WaitForLog("(?:store node|proxy) listening on 127\\.0\\.0\\.1:([0-9]+)"));
 }
 
 Daemon::~Daemon() {

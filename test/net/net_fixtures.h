@@ -58,12 +58,14 @@ class ServedStore {
   kj::Own<kj::PromiseFulfiller<void>> stop_;  // server thread only
 };
 
-// `cairnd store` on a data directory, listening on an ephemeral loopback port, its stderr in
+// `cairnd store` (or another command, see below) on a data directory, listening on an ephemeral loopback port, its stderr in
 // `log_path`. `extra_args` follow the data directory and listen flags.
 class Daemon {
  public:
   Daemon(const std::string& data_dir, const std::string& log_path,
          const std::vector<std::string>& extra_args = {});
+  // `cairnd <args>`: any command, whose flags make it listen on 127.0.0.1:0.
+  Daemon(std::vector<std::string> args, const std::string& log_path);
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
