@@ -19,6 +19,7 @@
 #include "cairn/store.h"
 #include "kj/async-io.h"
 #include "kj/async-unix.h"
+#include "net/metrics/metrics.h"
 #include "net/net_status.h"
 #include "net/store_node/store_node.h"
 
@@ -32,6 +33,10 @@ ABSL_FLAG(std::string, journal_dir, "",
 ABSL_FLAG(std::string, metadata_dir, "",
           "store: directory of the metadata store this node hosts for proxies (the metadata "
           "service); empty: <data-dir>/metadata; 'none': host no metadata store");
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:7011",
+          "store: address of the HTTP endpoint serving GET /metrics (Prometheus text format), "
+          "host:port; port 0 picks a free port (the log line 'serving metrics on' says which); "
+          "empty: no endpoint");
 ABSL_FLAG(std::string, durability, "sync",
           "store: 'sync' (an append is acknowledged once durable) or 'async' (once written; a "
           "crash may lose a suffix)");
@@ -48,6 +53,7 @@ constexpr char kUsage[] =
     "  store        serve a store's ledgers to proxies and clients (a store node):\n"
     "                 cairnd store --data-dir D [--listen 127.0.0.1:7010] [--journal-dir J]\n"
     "                              [--durability sync|async] [--metadata-dir M|none]\n"
+    "                              [--metrics-listen 127.0.0.1:7011]\n"
     "  standalone   a store and streams in one process (not yet)\n"
     "  proxy        a stateless stream proxy in front of store nodes (not yet)\n"
     "\n"
@@ -68,6 +74,7 @@ int RunStore() {
     return Fail(absl::StrCat("store: --durability must be sync or async, not '", durability, "'"));
   }
   const std::string listen = absl::GetFlag(FLAGS_listen);
+  const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
 
   // Signals are captured before any thread exists (the store starts its own), so that every
   // thread inherits the mask and the event loop alone receives them.
@@ -102,13 +109,31 @@ int RunStore() {
 
   int exit_code = 0;
   kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&] {
+    // Before the server, which registers its metrics in it.
+    MetricsRegistry registry;
     StoreNodeOptions node_options;
     node_options.log = log;
+    node_options.metrics = &registry;
     // Half the store's budget: what the node hands over never makes the store's own
     // back-pressure block the event loop.
     node_options.max_in_flight_append_bytes = options.max_in_flight_bytes / 2;
     node_options.metadata = metadata.get();
     StoreNodeServer server(store->get(), node_options);
+
+    // Metrics first: once the node's line is logged, so is this one.
+    MetricsHttpServer metrics_server(io.provider->getTimer(), &registry);
+    kj::Own<kj::ConnectionReceiver> metrics_listener;
+    if (!metrics_listen.empty()) {
+      metrics_listener =
+          io.provider->getNetwork()
+              .parseAddress(kj::StringPtr(metrics_listen.c_str()), kDefaultMetricsPort)
+              .wait(io.waitScope)
+              ->listen();
+      metrics_server.Listen(*metrics_listener);
+      log(LogLevel::kInfo, absl::StrCat("serving metrics on http://",
+                                        metrics_listen.substr(0, metrics_listen.rfind(':')), ":",
+                                        metrics_listener->getPort(), "/metrics"));
+    }
 
     kj::Own<kj::NetworkAddress> address =
         io.provider->getNetwork()
@@ -125,6 +150,8 @@ int RunStore() {
                            .exclusiveJoin(io.unixEventPort.onSignal(SIGINT))
                            .wait(io.waitScope);
     log(LogLevel::kInfo, absl::StrCat("signal ", signal.si_signo, ": shutting down"));
+    metrics_server.Shutdown().wait(io.waitScope);
+    metrics_listener = nullptr;
     server.Shutdown().wait(io.waitScope);
     listener = nullptr;
   });

@@ -1,9 +1,13 @@
 // Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
 #include "test/net/net_fixtures.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +21,19 @@
 #include "net/store_node/store_node.h"
 
 namespace cairn::net::testing {
+
+int ConnectLoopback(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof(to)) == 0);
+  timeval timeout{.tv_sec = 10, .tv_usec = 0};
+  REQUIRE(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout)) == 0);
+  return fd;
+}
 
 std::unique_ptr<RemoteLedgerSet> ConnectLedgers(const std::string& address) {
   RemoteLedgerSetOptions options;
@@ -96,8 +113,9 @@ void ServedStore::Serve(std::promise<std::string>& address) {
 Daemon::Daemon(const std::string& data_dir, const std::string& log_path,
                const std::vector<std::string>& extra_args)
     : log_path_(log_path) {
-  std::vector<std::string> args = {CAIRND_PATH, "store",    "--data-dir",
-                                   data_dir,    "--listen", "127.0.0.1:0"};
+  // Ephemeral ports for everything, so that tests may run side by side.
+  std::vector<std::string> args = {CAIRND_PATH, "store",       "--data-dir",       data_dir,
+                                   "--listen",  "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());

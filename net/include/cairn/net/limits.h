@@ -46,5 +46,7 @@ static_assert(kMaxMetadataListBytes + (size_t{1} << 20) <= kMaxMessageBytes,
 
 // Default port of a store node.
 inline constexpr uint16_t kDefaultStorePort = 7010;
+// Default port of a store node's metrics endpoint (HTTP, GET /metrics).
+inline constexpr uint16_t kDefaultMetricsPort = 7011;
 
 }  // namespace cairn::net
