@@ -139,6 +139,20 @@ struct VerifyReport {
   std::vector<Damage> damage;  // Empty: every checksum and index entry checked out.
 };
 
+// Counters since Open, for monitoring (a metrics endpoint, say). Each counter is exact, but the
+// set is not one instant's snapshot: they are read one after the other.
+struct StoreStats {
+  uint64_t appends_acknowledged = 0;  // appends completed successfully
+  uint64_t bytes_acknowledged = 0;    // bytes of the acknowledged appends' batches
+  // Rounds of group commit that wrote appends: each writes the batches of its appends (one write
+  // per segment, and one to the journal if there is one), then syncs them under kSync.
+  uint64_t group_commits = 0;
+  // Data syncs (fdatasync) the group commit issued to make appends durable: one per segment
+  // written in a round, or one of the journal per round; none under kAsync. Syncs at segment
+  // rolls, seals, creates, checkpoints and Close are not counted.
+  uint64_t append_syncs = 0;
+};
+
 // The ledgers' interface, as streams use it: a local Store implements it, and so will a client
 // of ledgers replicated on store nodes. Thread-safe.
 class LedgerSet {
@@ -194,6 +208,8 @@ class Store : public LedgerSet {
   virtual bool read_only() const = 0;
   bool acknowledged_means_durable() const override = 0;
   virtual const RecoveryReport& recovery_report() const = 0;
+  // Cheap (relaxed atomic loads); may be called from any thread, at any time.
+  virtual StoreStats stats() const = 0;
 
   // Reads every acknowledged batch of every ledger and checks it against its checksum and its
   // batch index record (ledger id, entry ids, size, contiguity), and every segment header and

@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,19 +20,21 @@
 #include "absl/strings/str_cat.h"
 #include "cairn/metadata.h"
 #include "cairn/net/limits.h"
+#include "cairn/net/remote_ledger_set.h"
+#include "cairn/net/remote_metadata_store.h"
 #include "cairn/store.h"
 #include "kj/async-io.h"
 #include "kj/async-unix.h"
+#include "net/metrics/metrics.h"
 #include "net/net_status.h"
-#include "cairn/net/remote_ledger_set.h"
-#include "cairn/net/remote_metadata_store.h"
 #include "net/proxy/proxy.h"
 #include "net/store_node/store_node.h"
 
 ABSL_FLAG(std::string, data_dir, "", "store: directory of the store's ledgers (required)");
-ABSL_FLAG(std::string, listen, "",
-          "address to listen on, host:port (default 127.0.0.1:7010 for store, 127.0.0.1:7020 "
-          "for standalone and proxy); port 0 picks a free port (the log line 'listening on' says which)");
+ABSL_FLAG(
+    std::string, listen, "",
+    "address to listen on, host:port (default 127.0.0.1:7010 for store, 127.0.0.1:7020 "
+    "for standalone and proxy); port 0 picks a free port (the log line 'listening on' says which)");
 ABSL_FLAG(std::string, journal_dir, "",
           "store: directory of a shared write-ahead journal, ideally on its own device; empty: "
           "no journal");
@@ -43,6 +45,11 @@ ABSL_FLAG(std::string, store, "",
           "proxy: host:port of the store node whose ledgers the proxy writes (required)");
 ABSL_FLAG(std::string, metadata, "",
           "proxy: host:port of the store node serving the metadata service; empty: --store");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "address of the HTTP endpoint serving GET /metrics (Prometheus text format), "
+          "host:port (default 127.0.0.1:7011 for store, 127.0.0.1:7021 for standalone and "
+          "proxy); port 0 picks a free port (the log line 'serving metrics on' says which); "
+          "'none': no endpoint");
 ABSL_FLAG(std::string, durability, "sync",
           "store: 'sync' (an append is acknowledged once durable) or 'async' (once written; a "
           "crash may lose a suffix)");
@@ -59,12 +66,14 @@ constexpr char kUsage[] =
     "  store        serve a store's ledgers to proxies and clients (a store node):\n"
     "                 cairnd store --data-dir D [--listen 127.0.0.1:7010] [--journal-dir J]\n"
     "                              [--durability sync|async] [--metadata-dir M|none]\n"
+    "                              [--metrics-listen 127.0.0.1:7011]\n"
     "  standalone   a proxy, its store and its metadata in one process, for one machine:\n"
     "                 cairnd standalone --data-dir D [--listen 127.0.0.1:7020]\n"
     "                              [--journal-dir J] [--durability sync|async]\n"
+    "                              [--metrics-listen 127.0.0.1:7021]\n"
     "  proxy        a stateless proxy in front of a store node, which also serves its metadata:\n"
     "                 cairnd proxy --store HOST:PORT [--metadata HOST:PORT]\n"
-    "                              [--listen 127.0.0.1:7020]\n"
+    "                              [--listen 127.0.0.1:7020] [--metrics-listen 127.0.0.1:7021]\n"
     "\n"
     "Flags may be spelled with dashes or underscores (--data-dir, --data_dir).\n"
     "SIGTERM or SIGINT stops the daemon cleanly: it stops accepting connections, finishes the\n"
@@ -75,9 +84,53 @@ int Fail(const std::string& message) {
   return 1;
 }
 
+// --metrics-listen, or the command's default; empty for 'none'.
+std::string MetricsListenFlag(uint16_t default_port) {
+  std::string listen = absl::GetFlag(FLAGS_metrics_listen);
+  if (listen == "none") return "";
+  return listen.empty() ? absl::StrCat("127.0.0.1:", default_port) : listen;
+}
+
 std::string ListenFlag(uint16_t default_port) {
   std::string listen = absl::GetFlag(FLAGS_listen);
   return listen.empty() ? absl::StrCat("127.0.0.1:", default_port) : listen;
+}
+
+// Serves with `server` (a StoreNodeServer or a ProxyServer) on `listen` and `registry` on
+// `metrics_listen` (empty: nowhere) until SIGTERM or SIGINT, then shuts both down. Logs
+// "<what> listening on HOST:PORT <detail>" once both listen.
+template <typename Server>
+void ServeUntilSignal(kj::AsyncIoContext& io, Server& server, const std::string& what,
+                      const std::string& listen, uint16_t default_port, MetricsRegistry& registry,
+                      const std::string& metrics_listen, uint16_t default_metrics_port,
+                      const LogFunction& log, const std::string& detail) {
+  auto listen_on = [&](const std::string& address, uint16_t port) {
+    return io.provider->getNetwork()
+        .parseAddress(kj::StringPtr(address.c_str()), port)
+        .wait(io.waitScope)
+        ->listen();
+  };
+  auto host = [](const std::string& address) { return address.substr(0, address.rfind(':')); };
+  // Metrics first: once the service's line is logged, so is this one.
+  MetricsHttpServer metrics_server(io.provider->getTimer(), &registry);
+  kj::Own<kj::ConnectionReceiver> metrics_listener;
+  if (!metrics_listen.empty()) {
+    metrics_listener = listen_on(metrics_listen, default_metrics_port);
+    metrics_server.Listen(*metrics_listener);
+    log(LogLevel::kInfo, absl::StrCat("serving metrics on http://", host(metrics_listen), ":",
+                                      metrics_listener->getPort(), "/metrics"));
+  }
+  kj::Own<kj::ConnectionReceiver> listener = listen_on(listen, default_port);
+  server.Listen(*listener);
+  log(LogLevel::kInfo,
+      absl::StrCat(what, " listening on ", host(listen), ":", listener->getPort(), " ", detail));
+  siginfo_t signal = io.unixEventPort.onSignal(SIGTERM)
+                         .exclusiveJoin(io.unixEventPort.onSignal(SIGINT))
+                         .wait(io.waitScope);
+  log(LogLevel::kInfo, absl::StrCat("signal ", signal.si_signo, ": shutting down"));
+  metrics_server.Shutdown().wait(io.waitScope);
+  metrics_listener = nullptr;
+  server.Shutdown().wait(io.waitScope);
 }
 
 int RunStore() {
@@ -88,6 +141,7 @@ int RunStore() {
     return Fail(absl::StrCat("store: --durability must be sync or async, not '", durability, "'"));
   }
   const std::string listen = ListenFlag(kDefaultStorePort);
+  const std::string metrics_listen = MetricsListenFlag(kDefaultMetricsPort);
 
   // Signals are captured before any thread exists (the store starts its own), so that every
   // thread inherits the mask and the event loop alone receives them.
@@ -122,31 +176,21 @@ int RunStore() {
 
   int exit_code = 0;
   kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&] {
+    // Before the server, which registers its metrics in it.
+    MetricsRegistry registry;
     StoreNodeOptions node_options;
     node_options.log = log;
+    node_options.metrics = &registry;
     // Half the store's budget: what the node hands over never makes the store's own
     // back-pressure block the event loop.
     node_options.max_in_flight_append_bytes = options.max_in_flight_bytes / 2;
     node_options.metadata = metadata.get();
     StoreNodeServer server(store->get(), node_options);
 
-    kj::Own<kj::NetworkAddress> address =
-        io.provider->getNetwork()
-            .parseAddress(kj::StringPtr(listen.c_str()), kDefaultStorePort)
-            .wait(io.waitScope);
-    kj::Own<kj::ConnectionReceiver> listener = address->listen();
-    const std::string host = listen.substr(0, listen.rfind(':'));
-    server.Listen(*listener);
-    log(LogLevel::kInfo,
-        absl::StrCat("store node listening on ", host, ":", listener->getPort(), " (data dir ",
-                     data_dir, ", metadata ", metadata ? metadata_dir : "none", ")"));
-
-    siginfo_t signal = io.unixEventPort.onSignal(SIGTERM)
-                           .exclusiveJoin(io.unixEventPort.onSignal(SIGINT))
-                           .wait(io.waitScope);
-    log(LogLevel::kInfo, absl::StrCat("signal ", signal.si_signo, ": shutting down"));
-    server.Shutdown().wait(io.waitScope);
-    listener = nullptr;
+    ServeUntilSignal(
+        io, server, "store node", listen, kDefaultStorePort, registry, metrics_listen,
+        kDefaultMetricsPort, log,
+        absl::StrCat("(data dir ", data_dir, ", metadata ", metadata ? metadata_dir : "none", ")"));
   });
   KJ_IF_MAYBE (exception, failure) {
     log(LogLevel::kError, ExceptionToStatus(*exception).ToString());
@@ -162,26 +206,6 @@ int RunStore() {
   }
   if (exit_code == 0) log(LogLevel::kInfo, "store closed");
   return exit_code;
-}
-
-// Listens on `listen`, serves with `server` (a StoreNodeServer or a ProxyServer) until SIGTERM
-// or SIGINT, then shuts it down. Logs "<what> listening on HOST:PORT <detail>".
-template <typename Server>
-void ServeUntilSignal(kj::AsyncIoContext& io, Server& server, const std::string& listen,
-                      uint16_t default_port, const LogFunction& log, const std::string& detail) {
-  kj::Own<kj::NetworkAddress> address = io.provider->getNetwork()
-                                            .parseAddress(kj::StringPtr(listen.c_str()), default_port)
-                                            .wait(io.waitScope);
-  kj::Own<kj::ConnectionReceiver> listener = address->listen();
-  const std::string host = listen.substr(0, listen.rfind(':'));
-  server.Listen(*listener);
-  log(LogLevel::kInfo, absl::StrCat("proxy listening on ", host, ":", listener->getPort(), " ",
-                                    detail));
-  siginfo_t signal = io.unixEventPort.onSignal(SIGTERM)
-                         .exclusiveJoin(io.unixEventPort.onSignal(SIGINT))
-                         .wait(io.waitScope);
-  log(LogLevel::kInfo, absl::StrCat("signal ", signal.si_signo, ": shutting down"));
-  server.Shutdown().wait(io.waitScope);
 }
 
 // A proxy over store nodes: ledgers from --store, metadata from --metadata (the same node by
@@ -216,10 +240,13 @@ int RunProxy() {
     proxy_options.log = log;
     // Below what the remote ledger set accepts without blocking the caller.
     proxy_options.max_in_flight_send_bytes = kMaxClientInFlightBytes / 2;
+    MetricsRegistry registry;
+    proxy_options.metrics = &registry;
     ProxyServer server(ledgers->get(), metadata->get(), io.provider->getTimer(), proxy_options);
-    ServeUntilSignal(io, server, listen, kDefaultProxyPort, log,
-                     absl::StrCat("(store node ", store_address, ", metadata ", metadata_address,
-                                  ")"));
+    ServeUntilSignal(
+        io, server, "proxy", listen, kDefaultProxyPort, registry,
+        MetricsListenFlag(kDefaultProxyMetricsPort), kDefaultProxyMetricsPort, log,
+        absl::StrCat("(store node ", store_address, ", metadata ", metadata_address, ")"));
   });
   KJ_IF_MAYBE (exception, failure) {
     log(LogLevel::kError, ExceptionToStatus(*exception).ToString());
@@ -265,8 +292,8 @@ int RunStandalone() {
   absl::StatusOr<std::unique_ptr<MetadataStore>> metadata =
       OpenLocalMetadataStore({.dir = data_dir + "/metadata", .log = log});
   if (!metadata.ok()) {
-    return Fail(absl::StrCat("standalone: opening ", data_dir, "/metadata: ",
-                             metadata.status().ToString()));
+    return Fail(absl::StrCat("standalone: opening ", data_dir,
+                             "/metadata: ", metadata.status().ToString()));
   }
 
   int exit_code = 0;
@@ -275,8 +302,11 @@ int RunStandalone() {
     proxy_options.log = log;
     // Half the store's budget: sends never make the store's back-pressure block the loop.
     proxy_options.max_in_flight_send_bytes = options.max_in_flight_bytes / 2;
+    MetricsRegistry registry;
+    proxy_options.metrics = &registry;
     ProxyServer server(store->get(), metadata->get(), io.provider->getTimer(), proxy_options);
-    ServeUntilSignal(io, server, listen, kDefaultProxyPort, log,
+    ServeUntilSignal(io, server, "proxy", listen, kDefaultProxyPort, registry,
+                     MetricsListenFlag(kDefaultProxyMetricsPort), kDefaultProxyMetricsPort, log,
                      absl::StrCat("(standalone, data dir ", data_dir, ")"));
   });
   KJ_IF_MAYBE (exception, failure) {

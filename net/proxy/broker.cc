@@ -39,6 +39,13 @@ absl::StatusOr<uint32_t> DecodeTopicRecord(std::string_view name, std::string_vi
   return partitions;
 }
 
+// Messages of a partition not acknowledged by `cursor`: below `end`, neither under the
+// acknowledged-below mark nor acknowledged one by one.
+uint64_t Backlog(const Cursor& cursor, uint64_t end) {
+  const uint64_t below = std::min(cursor.acknowledged_below(), end);
+  return end - below - std::min(cursor.individual_acks(), end - below);
+}
+
 absl::Status TopicNotFound(std::string_view name) {
   return absl::NotFoundError(absl::StrCat("topic ", Sv(name), " does not exist"));
 }
@@ -248,10 +255,7 @@ absl::StatusOr<TopicStatsData> Broker::Stats(std::string_view name) {
       out.kind = sub.kind;
       out.consumers = sub.consumers.size();
       for (size_t i = 0; i < sub.parts.size(); ++i) {
-        const Cursor& cursor = *sub.parts[i]->cursor;
-        const uint64_t end = stats.partitions[i].end_offset;
-        const uint64_t below = std::min(cursor.acknowledged_below(), end);
-        out.backlog += end - below - std::min(cursor.individual_acks(), end - below);
+        out.backlog += Backlog(*sub.parts[i]->cursor, stats.partitions[i].end_offset);
         for (const auto& [first, pending] : sub.parts[i]->pending) {
           out.unacked_delivered += pending.messages;
         }
@@ -262,9 +266,7 @@ absl::StatusOr<TopicStatsData> Broker::Stats(std::string_view name) {
         absl::StatusOr<std::unique_ptr<Cursor>> cursor =
             t.partitions[i]->stream->OpenCursor(sub_name, StartPosition::Earliest());
         if (!cursor.ok()) continue;  // being attached or deleted meanwhile
-        const uint64_t end = stats.partitions[i].end_offset;
-        const uint64_t below = std::min((*cursor)->acknowledged_below(), end);
-        out.backlog += end - below - std::min((*cursor)->individual_acks(), end - below);
+        out.backlog += Backlog(**cursor, stats.partitions[i].end_offset);
       }
     }
     stats.subscriptions.push_back(std::move(out));
@@ -653,6 +655,23 @@ absl::Status Broker::Persist(Subscription& sub) {
     if (absl::Status persisted = part->cursor->Persist(); !persisted.ok()) return persisted;
   }
   return absl::OkStatus();
+}
+
+std::vector<std::tuple<std::string, std::string, uint64_t>> Broker::Backlogs() {
+  std::vector<std::tuple<std::string, std::string, uint64_t>> out;
+  for (const std::shared_ptr<Topic>& topic : OpenTopics()) {
+    std::lock_guard subs(topic->subscriptions_mu);
+    for (const auto& [name, sub] : topic->subscriptions) {
+      std::lock_guard lock(sub->mu);
+      if (sub->torn_down) continue;
+      uint64_t backlog = 0;
+      for (auto& part : sub->parts) {
+        backlog += Backlog(*part->cursor, part->partition->stream->stats().end_offset);
+      }
+      out.emplace_back(topic->name, name, backlog);
+    }
+  }
+  return out;
 }
 
 std::vector<std::shared_ptr<Topic>> Broker::OpenTopics() {

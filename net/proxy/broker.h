@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -175,6 +176,9 @@ class Broker {
   absl::Status Persist(Subscription& sub);
   // Persists every open subscription's cursors (the periodic tick).
   void PersistAll();
+
+  // (topic, subscription, messages not acknowledged) of the subscriptions attached here.
+  std::vector<std::tuple<std::string, std::string, uint64_t>> Backlogs();
 
   // Topics open now, for rates and counters.
   std::vector<std::shared_ptr<Topic>> OpenTopics();

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "cairn/net/limits.h"
 #include "kj/debug.h"
+#include "net/metrics/metrics.h"
 #include "net/net_status.h"
 #include "net/proxy/broker.h"
 #include "net/schema/proxy.capnp.h"
@@ -60,7 +61,8 @@ rpc::SubscriptionType TypeOf(SubscriptionKind kind) {
 
 RetentionPolicy RetentionFrom(rpc::RetentionPolicy::Reader in) {
   RetentionPolicy out;
-  if (in.getMaxAgeUs() < 0) ThrowStatus(absl::InvalidArgumentError("maxAgeUs must not be negative"));
+  if (in.getMaxAgeUs() < 0)
+    ThrowStatus(absl::InvalidArgumentError("maxAgeUs must not be negative"));
   if (in.getMaxAgeUs() > 0) out.max_age = std::chrono::microseconds(in.getMaxAgeUs());
   if (in.getMaxBytes() > 0) out.max_bytes = in.getMaxBytes();
   out.delete_acknowledged = in.getDeleteAcknowledged();
@@ -123,14 +125,7 @@ struct Service : public kj::TaskSet::ErrorHandler {
   }
 
   void RecordLatency(Clock::duration latency) {
-    const uint64_t us = std::chrono::duration_cast<std::chrono::microseconds>(latency).count();
-    size_t bucket = 0;
-    while (bucket < std::size(ProxyServer::kSendLatencyBoundsUs) &&
-           us > ProxyServer::kSendLatencyBoundsUs[bucket]) {
-      ++bucket;
-    }
-    latency_buckets[bucket].fetch_add(1, std::memory_order_relaxed);
-    latency_sum_us.fetch_add(us, std::memory_order_relaxed);
+    send_latency->Observe(std::chrono::duration<double>(latency).count());
   }
 
   const ProxyOptions options;
@@ -146,9 +141,81 @@ struct Service : public kj::TaskSet::ErrorHandler {
   std::atomic<uint64_t> sends{0}, sends_failed{0}, acks{0}, redeliveries{0};
   std::atomic<uint64_t> bytes_out{0};
   std::atomic<uint64_t> producers{0}, consumers{0};
-  std::atomic<uint64_t> latency_buckets[std::size(ProxyServer::kSendLatencyBoundsUs) + 1] = {};
-  std::atomic<uint64_t> latency_sum_us{0};
+  std::atomic<uint64_t> connections{0};
+  // In the registry, or in a histogram of our own when there is none.
+  Histogram* send_latency = nullptr;
+  std::unique_ptr<Histogram> own_send_latency;
 };
+
+std::vector<double> LatencyBounds() { return ExponentialBuckets(0.0001, 2, 17); }
+
+// Registers the proxy's metrics. The callbacks hold the service weakly: a registry that renders
+// after the proxy is gone reads zeros.
+void RegisterMetrics(MetricsRegistry* registry, const std::shared_ptr<Service>& service) {
+  if (registry == nullptr) {
+    service->own_send_latency = std::make_unique<Histogram>(LatencyBounds());
+    service->send_latency = service->own_send_latency.get();
+    return;
+  }
+  service->send_latency = registry->AddHistogram(
+      "cairn_proxy_send_latency_seconds",
+      "Time from a send's arrival at the proxy to the store's acknowledgement", LatencyBounds());
+  std::weak_ptr<Service> weak = service;
+  auto counter = [&](const char* name, const char* help, auto read) {
+    registry->AddCounterFunction(name, help, [weak, read]() -> uint64_t {
+      std::shared_ptr<Service> s = weak.lock();
+      return s == nullptr ? 0 : read(*s);
+    });
+  };
+  auto gauge = [&](const char* name, const char* help, auto read) {
+    registry->AddGauge(name, help, [weak, read]() -> double {
+      std::shared_ptr<Service> s = weak.lock();
+      return s == nullptr ? 0 : static_cast<double>(read(*s));
+    });
+  };
+  auto topics_sum = [](Service& s, auto field) {
+    uint64_t total = 0;
+    for (const std::shared_ptr<Topic>& topic : s.broker.OpenTopics()) {
+      total += (topic.get()->*field).load(std::memory_order_relaxed);
+    }
+    return total;
+  };
+  counter("cairn_proxy_sends_total", "Sends (batches) answered",
+          [](Service& s) { return s.sends.load(); });
+  counter("cairn_proxy_send_errors_total", "Sends answered with an error",
+          [](Service& s) { return s.sends_failed.load(); });
+  counter("cairn_proxy_messages_in_total", "Messages appended, over the topics open now",
+          [topics_sum](Service& s) { return topics_sum(s, &Topic::messages_in); });
+  counter("cairn_proxy_bytes_in_total", "Batch bytes appended, over the topics open now",
+          [topics_sum](Service& s) { return topics_sum(s, &Topic::bytes_in); });
+  counter("cairn_proxy_messages_out_total", "Messages delivered, over the topics open now",
+          [topics_sum](Service& s) { return topics_sum(s, &Topic::messages_out); });
+  counter("cairn_proxy_bytes_out_total", "Batch bytes delivered to consumers",
+          [](Service& s) { return s.bytes_out.load(); });
+  counter("cairn_proxy_acks_total", "Messages acknowledged individually",
+          [](Service& s) { return s.acks.load(); });
+  counter("cairn_proxy_redeliveries_total", "Batches delivered again",
+          [](Service& s) { return s.redeliveries.load(); });
+  gauge("cairn_proxy_connections", "Client connections open",
+        [](Service& s) { return s.connections.load(); });
+  gauge("cairn_proxy_producers", "Producers open", [](Service& s) { return s.producers.load(); });
+  gauge("cairn_proxy_consumers", "Consumers attached",
+        [](Service& s) { return s.consumers.load(); });
+  gauge("cairn_proxy_topics_open", "Topics open in this proxy",
+        [](Service& s) { return s.broker.OpenTopics().size(); });
+  registry->AddGaugeFamily(
+      "cairn_proxy_subscription_backlog",
+      "Messages not yet acknowledged, per subscription with consumers attached here", [weak]() {
+        std::vector<LabeledSample> samples;
+        std::shared_ptr<Service> s = weak.lock();
+        if (s == nullptr) return samples;
+        for (const auto& [topic, sub, backlog] : s->broker.Backlogs()) {
+          samples.push_back(
+              {{{"topic", topic}, {"subscription", sub}}, static_cast<double>(backlog)});
+        }
+        return samples;
+      });
+}
 
 // ---- Producer ---------------------------------------------------------------------------------
 
@@ -377,7 +444,9 @@ class ConsumerImpl final : public rpc::Consumer::Server {
 
 class ProxyImpl final : public rpc::Proxy::Server {
  public:
-  explicit ProxyImpl(Service& service) : service_(service) {}
+  // One per connection (the bootstrap capability).
+  explicit ProxyImpl(Service& service) : service_(service) { service_.connections.fetch_add(1); }
+  ~ProxyImpl() { service_.connections.fetch_sub(1); }
 
  protected:
   kj::Promise<void> createTopic(CreateTopicContext context) override {
@@ -598,10 +667,13 @@ class ProxyImpl final : public rpc::Proxy::Server {
 
 struct ProxyServer::Impl {
   Impl(LedgerSet* ledgers, MetadataStore* metadata, kj::Timer& timer, const ProxyOptions& options)
-      : service(ledgers, metadata, options),
+      : service_ptr(std::make_shared<Service>(ledgers, metadata, options)),
+        service(*service_ptr),
         connections([this]() -> capnp::Capability::Client { return kj::heap<ProxyImpl>(service); },
-                    options.log, "proxy"),
-        ticker(Tick(timer).eagerlyEvaluate(nullptr)) {}
+                    options.log, "proxy") {
+    RegisterMetrics(options.metrics, service_ptr);
+    ticker = Tick(timer).eagerlyEvaluate(nullptr);
+  }
 
   // Samples rates and persists acknowledgements once a tick.
   kj::Promise<void> Tick(kj::Timer& timer) {
@@ -629,7 +701,8 @@ struct ProxyServer::Impl {
     });
   }
 
-  Service service;
+  std::shared_ptr<Service> service_ptr;
+  Service& service;
   internal::ConnectionSet connections;
   bool persisting = false;
   kj::Maybe<kj::Promise<void>> ticker;
@@ -652,38 +725,6 @@ void ProxyServer::Listen(kj::ConnectionReceiver& listener) { impl_->connections.
 
 void ProxyServer::Accept(kj::Own<kj::AsyncIoStream> connection) {
   impl_->connections.Accept(kj::mv(connection));
-}
-
-ProxyCounters ProxyServer::counters() const {
-  const Service& s = impl_->service;
-  ProxyCounters c;
-  for (const std::shared_ptr<Topic>& topic : impl_->service.broker.OpenTopics()) {
-    c.messages_in += topic->messages_in.load(std::memory_order_relaxed);
-    c.bytes_in += topic->bytes_in.load(std::memory_order_relaxed);
-    c.messages_out += topic->messages_out.load(std::memory_order_relaxed);
-    ++c.topics_open;
-  }
-  c.bytes_out = s.bytes_out.load(std::memory_order_relaxed);
-  c.sends = s.sends.load(std::memory_order_relaxed);
-  c.sends_failed = s.sends_failed.load(std::memory_order_relaxed);
-  c.acks = s.acks.load(std::memory_order_relaxed);
-  c.redeliveries = s.redeliveries.load(std::memory_order_relaxed);
-  c.connections = impl_->connections.open();
-  c.producers = s.producers.load(std::memory_order_relaxed);
-  c.consumers = s.consumers.load(std::memory_order_relaxed);
-  return c;
-}
-
-std::vector<uint64_t> ProxyServer::send_latency_buckets() const {
-  std::vector<uint64_t> buckets;
-  for (const auto& bucket : impl_->service.latency_buckets) {
-    buckets.push_back(bucket.load(std::memory_order_relaxed));
-  }
-  return buckets;
-}
-
-uint64_t ProxyServer::send_latency_sum_us() const {
-  return impl_->service.latency_sum_us.load(std::memory_order_relaxed);
 }
 
 kj::Promise<void> ProxyServer::Shutdown() {

@@ -28,6 +28,8 @@
 
 namespace cairn::net {
 
+class MetricsRegistry;
+
 struct ProxyOptions {
   // Threads for blocking calls: opening topics and subscriptions, admin, acknowledgements.
   uint32_t blocking_threads = 4;
@@ -41,23 +43,9 @@ struct ProxyOptions {
   uint64_t max_unacked_per_consumer = 50000;
   // How often acknowledgements are persisted, at the latest, and rates sampled.
   std::chrono::milliseconds tick = std::chrono::seconds(1);
+  // Where the proxy registers its metrics (docs/proxy.md lists them); borrowed, may be null.
+  MetricsRegistry* metrics = nullptr;
   LogFunction log = StderrLog();
-};
-
-// Counters a daemon may export (all since the proxy started).
-struct ProxyCounters {
-  uint64_t messages_in = 0;
-  uint64_t bytes_in = 0;
-  uint64_t messages_out = 0;
-  uint64_t bytes_out = 0;
-  uint64_t sends = 0;
-  uint64_t sends_failed = 0;
-  uint64_t acks = 0;
-  uint64_t redeliveries = 0;  // batches delivered again
-  uint64_t connections = 0;   // open now
-  uint64_t producers = 0;     // open now
-  uint64_t consumers = 0;     // open now
-  uint64_t topics_open = 0;   // now
 };
 
 // Serves topics on the calling thread's KJ event loop. The ledger set and metadata store are
@@ -74,15 +62,6 @@ class ProxyServer {
   // Accepts connections from `listener` (borrowed; it must outlive the server or Shutdown()).
   void Listen(kj::ConnectionReceiver& listener);
   void Accept(kj::Own<kj::AsyncIoStream> connection);
-
-  // Thread-safe.
-  ProxyCounters counters() const;
-  // Send latency (arrival to acknowledgement) histogram: counts per bucket with upper bounds
-  // kSendLatencyBoundsUs, plus one for larger values. Thread-safe.
-  static constexpr uint64_t kSendLatencyBoundsUs[] = {100,   250,   500,   1000,   2500,   5000,
-                                                      10000, 25000, 50000, 100000, 250000, 1000000};
-  std::vector<uint64_t> send_latency_buckets() const;
-  uint64_t send_latency_sum_us() const;
 
   // Stops accepting, closes every connection, waits for the sends in flight, persists every
   // cursor and closes the topics' streams. The ledger set and metadata may be closed when the

@@ -2,6 +2,7 @@
 #include "net/store_node/store_node.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include "net/schema/store.capnp.h"
 #include "net/server_util.h"
 #include "net/store_node/metadata_service.h"
+#include "net/store_node/store_node_metrics.h"
 #include "net/store_node/thread_pool.h"
 
 namespace cairn::net {
@@ -38,6 +40,7 @@ struct Node : public kj::TaskSet::ErrorHandler {
         blocking(options.blocking_threads),
         waits(options.wait_threads),
         gate(options.max_in_flight_append_bytes),
+        metrics(options.metrics, store),
         tasks(*this) {}
 
   void taskFailed(kj::Exception&& exception) override {
@@ -64,6 +67,7 @@ struct Node : public kj::TaskSet::ErrorHandler {
   ThreadPool blocking;
   ThreadPool waits;
   AppendGate gate;
+  StoreNodeMetrics metrics;
   kj::TaskSet tasks;  // append completions, which outlive the calls that started them
   uint64_t appends_in_flight = 0;
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> idle_waiters;
@@ -81,6 +85,7 @@ struct WriterState {
   absl::Status first_error;  // among appends since the last flush
   bool sealing = false;
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> idle_waiters;
+  std::unique_ptr<StoreNodeMetrics::Open> open;  // counts the writer while it lives
 
   kj::Promise<void> WhenIdle() {
     if (appends_in_flight == 0) return kj::READY_NOW;
@@ -97,12 +102,15 @@ class LedgerWriterImpl final : public rpc::LedgerWriter::Server {
 
  protected:
   kj::Promise<void> append(AppendContext context) override {
+    const auto arrived = std::chrono::steady_clock::now();
     capnp::Data::Reader batch = context.getParams().getBatch();
     if (batch.size() > kMaxBatchBytes) {
+      node_.metrics.AppendDone(0, arrived, false);
       ThrowStatus(absl::InvalidArgumentError(absl::StrCat(
           "a batch of ", batch.size(), " bytes is over the limit of ", kMaxBatchBytes)));
     }
     if (state_->sealing) {
+      node_.metrics.AppendDone(0, arrived, false);
       ThrowStatus(
           absl::FailedPreconditionError(absl::StrCat("ledger ", state_->ledger_id, " is sealed")));
     }
@@ -124,14 +132,15 @@ class LedgerWriterImpl final : public rpc::LedgerWriter::Server {
         Start(node, state, std::span<const char>(copy.begin(), copy.size()), kj::mv(fulfiller));
       });
     }
-    return reply.promise.then(
-        [state = state_, context](absl::StatusOr<AppendResult> result) mutable {
-          if (!result.ok()) ThrowStatus(result.status());
-          auto results = context.getResults();
-          results.setFirstEntryId(result->first_entry_id);
-          results.setLastEntryId(result->last_entry_id);
-          results.setLastAddConfirmed(state->writer->last_add_confirmed());
-        });
+    return reply.promise.then([&node = node_, state = state_, context, bytes,
+                               arrived](absl::StatusOr<AppendResult> result) mutable {
+      node.metrics.AppendDone(bytes, arrived, result.ok());
+      if (!result.ok()) ThrowStatus(result.status());
+      auto results = context.getResults();
+      results.setFirstEntryId(result->first_entry_id);
+      results.setLastEntryId(result->last_entry_id);
+      results.setLastAddConfirmed(state->writer->last_add_confirmed());
+    });
   }
 
   kj::Promise<void> flush(FlushContext) override {
@@ -198,6 +207,7 @@ class LedgerWriterImpl final : public rpc::LedgerWriter::Server {
 // waitForEntry uses a second reader of its own, so that a long wait never holds up a read.
 struct ReaderState {
   uint64_t ledger_id = 0;
+  std::unique_ptr<StoreNodeMetrics::Open> open;  // counts the reader while it lives
   std::mutex mu;
   std::unique_ptr<LedgerReader> reader;  // guarded by mu
   std::mutex wait_mu;
@@ -235,11 +245,13 @@ class LedgerReaderImpl final : public rpc::LedgerReader::Server {
                          reply.sealed = state->reader->sealed();
                          return reply;
                        })
-        .then([context](ReadReply reply) mutable {
+        .then([&node = node_, context](ReadReply reply) mutable {
           if (!reply.result.ok()) ThrowStatus(reply.result.status());
           auto results = context.getResults();
           // The batches' bytes, end to end; a read never returns more than fits in a message.
-          capnp::Data::Builder out = results.initBatches(TotalBytes(*reply.result));
+          const size_t total = TotalBytes(*reply.result);
+          node.metrics.ReadDone(total);
+          capnp::Data::Builder out = results.initBatches(total);
           size_t at = 0;
           for (const BatchView& batch : reply.result->batches()) {
             std::memcpy(out.begin() + at, batch.bytes().data(), batch.size_bytes());
@@ -389,6 +401,7 @@ class StoreNodeImpl final : public rpc::StoreNode::Server {
           auto state = std::make_shared<WriterState>();
           state->writer = std::shared_ptr<LedgerWriter>(std::move(*writer));
           state->ledger_id = id;
+          state->open = node.metrics.OpenWriter();
           auto results = context.getResults();
           results.setLastAddConfirmed(state->writer->last_add_confirmed());
           results.setWriter(kj::heap<LedgerWriterImpl>(node, std::move(state)));
@@ -404,6 +417,7 @@ class StoreNodeImpl final : public rpc::StoreNode::Server {
           if (!reader.ok()) ThrowStatus(reader.status());
           auto state = std::make_shared<ReaderState>();
           state->ledger_id = id;
+          state->open = node.metrics.OpenReader();
           auto results = context.getResults();
           // Nothing else has the reader yet: no lock needed.
           results.setLastAddConfirmed((*reader)->last_add_confirmed());
@@ -451,7 +465,7 @@ struct StoreNodeServer::Impl : public kj::TaskSet::ErrorHandler {
     if (shutting_down || connections.get() == nullptr) return;
     auto connection = kj::heap<Connection>(kj::mv(stream), kj::heap<StoreNodeImpl>(node));
     kj::Promise<void> disconnected = connection->network.onDisconnect();
-    connections->add(disconnected.attach(kj::mv(connection)));
+    connections->add(disconnected.attach(kj::mv(connection), node.metrics.OpenConnection()));
   }
 
   // Dropping a task set cancels its tasks: the accept loops, or the connections with them.

@@ -27,6 +27,8 @@
 
 namespace cairn::net {
 
+class MetricsRegistry;
+
 struct StoreNodeOptions {
   // Threads for the store's blocking calls (reads, create, delete, fence, seal).
   uint32_t blocking_threads = 4;
@@ -39,6 +41,10 @@ struct StoreNodeOptions {
   // the promise of Shutdown(). Its calls block, so they run on the blocking threads. Null: the
   // node serves no metadata.
   MetadataStore* metadata = nullptr;
+  // Where the node registers its metrics (net/store_node/store_node_metrics.h), borrowed. The
+  // store's gauges read the store, so the registry must not render after the store is gone.
+  // Null: not exported.
+  MetricsRegistry* metrics = nullptr;
   LogFunction log = StderrLog();
 };
 

@@ -777,6 +777,15 @@ void StoreImpl::ReleaseReader(const std::shared_ptr<Ledger>& ledger) {
   --ledger->readers;
 }
 
+StoreStats StoreImpl::stats() const {
+  return StoreStats{
+      .appends_acknowledged = appends_acknowledged_.load(std::memory_order_relaxed),
+      .bytes_acknowledged = bytes_acknowledged_.load(std::memory_order_relaxed),
+      .group_commits = group_commits_.load(std::memory_order_relaxed),
+      .append_syncs = append_syncs_.load(std::memory_order_relaxed),
+  };
+}
+
 bool StoreImpl::read_only() const {
   std::lock_guard lock(mu_);
   return !fail_stop_.ok();
@@ -1179,10 +1188,14 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
     // A failed write is not synced; its ledger fails below.
     std::vector<bool> written(parts.size());
     for (size_t i = 0; i < parts.size(); ++i) written[i] = parts[i].status.ok();
+    const size_t parts_written = std::count(written.begin(), written.end(), true);
+    if (parts_written > 0) group_commits_.fetch_add(1, std::memory_order_relaxed);
     if (options_.durability == Durability::kSync) {
       if (!journaled()) {
+        append_syncs_.fetch_add(parts_written, std::memory_order_relaxed);
         run([](Part& p, size_t i) { return IoRequest::DataSync(p.file.get(), i); });
       } else if (!journal.empty()) {
+        append_syncs_.fetch_add(1, std::memory_order_relaxed);
         absl::Status synced = DataSync(queue, *journal_file_);
         for (Part& p : parts) p.status.Update(synced);
       }
@@ -1249,6 +1262,8 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
       absl::StatusOr<AppendResult> result;
       if (results[i].ok()) {
         result = AppendResult{a.first_entry_id, a.first_entry_id + a.entry_count - 1};
+        appends_acknowledged_.fetch_add(1, std::memory_order_relaxed);
+        bytes_acknowledged_.fetch_add(a.bytes.size(), std::memory_order_relaxed);
       } else {
         result = results[i];
       }

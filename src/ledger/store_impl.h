@@ -13,6 +13,7 @@
 // while calling back into user code.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
@@ -202,6 +203,7 @@ class StoreImpl final : public Store {
   }
   absl::StatusOr<VerifyReport> Verify(std::function<void(uint64_t)> progress) override;
   const RecoveryReport& recovery_report() const override { return report_; }
+  StoreStats stats() const override;
 
   // --- For writers and readers ---
   // Queues an append (waiting while too many bytes are in flight).
@@ -306,6 +308,12 @@ class StoreImpl final : public Store {
   BufferPool buffers_{uint64_t{64} << 20};
   std::vector<char> journal_buffer_;
   std::thread worker_;
+
+  // StoreStats, counted by the worker thread (relaxed: they order nothing).
+  std::atomic<uint64_t> appends_acknowledged_{0};
+  std::atomic<uint64_t> bytes_acknowledged_{0};
+  std::atomic<uint64_t> group_commits_{0};
+  std::atomic<uint64_t> append_syncs_{0};
 };
 
 }  // namespace cairn::internal

@@ -344,6 +344,39 @@ TEST_CASE("ledger store: appends get dense ids across batches", "[ledger]") {
   CHECK(info.segment_count >= 1);
 }
 
+TEST_CASE("ledger store: stats count acknowledged appends, their bytes and their syncs",
+          "[ledger]") {
+  MemoryStore m;
+  for (Durability durability : {Durability::kSync, Durability::kAsync}) {
+    StoreOptions options = m.Options();
+    options.durability = durability;
+    auto store = m.Open(options);
+    CHECK(store->stats().appends_acknowledged == 0);
+    const uint64_t a = Unwrap(store->CreateLedger());
+    const uint64_t b = Unwrap(store->CreateLedger());
+    auto writer_a = Writer(*store, a);
+    auto writer_b = Writer(*store, b);
+    Appended ledger_a;
+    Appended ledger_b;
+    for (size_t count : {1, 7, 3}) {
+      AppendTestBatch(*writer_a, ledger_a, count);
+      AppendTestBatch(*writer_b, ledger_b, count);
+    }
+    // Refused before it reaches the group commit: not counted.
+    CHECK(!writer_a->Append(std::span<const char>("junk", 4)).ok());
+
+    const StoreStats stats = store->stats();
+    CHECK(stats.appends_acknowledged == 6);
+    CHECK(stats.bytes_acknowledged == Info(*store, a).size_bytes + Info(*store, b).size_bytes);
+    // Each Append waited for its own: one round each, and under kSync one sync of its segment.
+    CHECK(stats.group_commits == 6);
+    CHECK(stats.append_syncs == (durability == Durability::kSync ? 6 : 0));
+    writer_a.reset();
+    writer_b.reset();
+    REQUIRE(store->Close().ok());
+  }
+}
+
 TEST_CASE("ledger store: entries read back byte-identical from any entry of a batch", "[ledger]") {
   MemoryStore m;
   auto store = m.Open();

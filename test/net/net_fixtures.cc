@@ -1,9 +1,13 @@
 // Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
 #include "test/net/net_fixtures.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +21,19 @@
 #include "net/store_node/store_node.h"
 
 namespace cairn::net::testing {
+
+int ConnectLoopback(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof(to)) == 0);
+  timeval timeout{.tv_sec = 10, .tv_usec = 0};
+  REQUIRE(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout)) == 0);
+  return fd;
+}
 
 std::unique_ptr<RemoteLedgerSet> ConnectLedgers(const std::string& address) {
   RemoteLedgerSetOptions options;
@@ -97,7 +114,9 @@ Daemon::Daemon(const std::string& data_dir, const std::string& log_path,
                const std::vector<std::string>& extra_args)
     : Daemon(
           [&] {
-            std::vector<std::string> args = {"store", "--data-dir", data_dir, "--listen",
+            // Ephemeral ports for everything, so that tests may run side by side.
+            std::vector<std::string> args = {"store",       "--data-dir",       data_dir,
+                                             "--listen",    "127.0.0.1:0",      "--metrics-listen",
                                              "127.0.0.1:0"};
             args.insert(args.end(), extra_args.begin(), extra_args.end());
             return args;
@@ -163,6 +182,39 @@ int Daemon::WaitExit() {
   INFO(Log());
   REQUIRE(WIFEXITED(status));
   return WEXITSTATUS(status);
+}
+
+// One HTTP/1.1 request on a fresh connection, read until the body's announced length.
+HttpReply HttpGet(int port, const std::string& path) {
+  const int fd = testing::ConnectLoopback(port);
+  const std::string request =
+      "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  REQUIRE(write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size()));
+  std::string text;
+  HttpReply reply;
+  const std::regex length("[Cc]ontent-[Ll]ength: *([0-9]+)");
+  for (;;) {
+    char buffer[4096];
+    const ssize_t got = read(fd, buffer, sizeof(buffer));
+    REQUIRE(got >= 0);
+    text.append(buffer, got);
+    const size_t end = text.find("\r\n\r\n");
+    if (end != std::string::npos) {
+      reply.headers = text.substr(0, end);
+      std::smatch match;
+      REQUIRE(std::regex_search(reply.headers, match, length));
+      const size_t body_bytes = std::stoul(match[1]);
+      if (text.size() >= end + 4 + body_bytes) {
+        reply.body = text.substr(end + 4, body_bytes);
+        break;
+      }
+    }
+    REQUIRE(got > 0);  // the connection closed before the whole reply came
+  }
+  close(fd);
+  REQUIRE(reply.headers.rfind("HTTP/1.1 ", 0) == 0);
+  reply.status = std::stoi(reply.headers.substr(9, 3));
+  return reply;
 }
 
 }  // namespace cairn::net::testing

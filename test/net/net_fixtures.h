@@ -22,6 +22,9 @@
 
 namespace cairn::net::testing {
 
+// A TCP connection to 127.0.0.1:`port` whose reads time out after 10 s, or the test fails.
+int ConnectLoopback(int port);
+
 // A RemoteLedgerSet connected to `address`, or the test fails.
 std::unique_ptr<RemoteLedgerSet> ConnectLedgers(const std::string& address);
 
@@ -58,8 +61,9 @@ class ServedStore {
   kj::Own<kj::PromiseFulfiller<void>> stop_;  // server thread only
 };
 
-// `cairnd store` (or another command, see below) on a data directory, listening on an ephemeral loopback port, its stderr in
-// `log_path`. `extra_args` follow the data directory and listen flags.
+// `cairnd store` on a data directory, listening on ephemeral loopback ports (the store node's
+// and the metrics endpoint's), its stderr in `log_path`. `extra_args` follow those flags (and
+// override them). The second constructor starts any command.
 class Daemon {
  public:
   Daemon(const std::string& data_dir, const std::string& log_path,
@@ -86,5 +90,14 @@ class Daemon {
   pid_t pid_ = 0;
   int port_ = 0;
 };
+
+struct HttpReply {
+  int status = 0;
+  std::string headers;
+  std::string body;
+};
+
+// One HTTP/1.1 GET on a fresh loopback connection, read until the body's announced length.
+HttpReply HttpGet(int port, const std::string& path);
 
 }  // namespace cairn::net::testing

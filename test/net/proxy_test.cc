@@ -521,7 +521,8 @@ TEST_CASE("proxy: cairnd proxy over cairnd store keeps no state; a new proxy car
           "[proxy][daemon]") {
   TempDir dir;
   testing::Daemon store(dir.path() + "/store", dir.path() + "/store.log");
-  const std::vector<std::string> proxy_args = {"proxy", "--store", store.address(), "--listen",
+  const std::vector<std::string> proxy_args = {"proxy",    "--store",          store.address(),
+                                               "--listen", "127.0.0.1:0",      "--metrics-listen",
                                                "127.0.0.1:0"};
   for (int round = 0; round < 3; ++round) {
     INFO("round " << round);
@@ -543,6 +544,16 @@ TEST_CASE("proxy: cairnd proxy over cairnd store keeps no state; a new proxy car
       CHECK(got[0].value == "r" + std::to_string(round) + "a");
       Ack(c, consumer, 0, {got[0].offset, got[1].offset});
       consumer.persistRequest().send().wait(io.waitScope);
+      // The proxy's metrics count what it saw: one send, two messages in.
+      const int metrics_port = std::stoi(
+          proxy->WaitForLog("serving metrics on http://127\\.0\\.0\\.1:([0-9]+)/metrics"));
+      const testing::HttpReply scrape = testing::HttpGet(metrics_port, "/metrics");
+      CHECK(scrape.status == 200);
+      CHECK(scrape.body.find("\ncairn_proxy_sends_total 1\n") != std::string::npos);
+      CHECK(scrape.body.find("\ncairn_proxy_messages_in_total 2\n") != std::string::npos);
+      CHECK(scrape.body.find("cairn_proxy_subscription_backlog{topic=\"t\",subscription=\"s\"} 0") !=
+            std::string::npos);
+      CHECK(scrape.body.find("cairn_proxy_send_latency_seconds_count 1") != std::string::npos);
     }
     if (round == 1) {
       proxy.reset();  // SIGKILL: the next proxy recovers the streams this one was writing
@@ -555,8 +566,9 @@ TEST_CASE("proxy: cairnd proxy over cairnd store keeps no state; a new proxy car
 TEST_CASE("proxy: cairnd standalone survives SIGKILL with every acknowledged send",
           "[proxy][daemon]") {
   TempDir dir;
-  const std::vector<std::string> args = {"standalone", "--data-dir", dir.path() + "/data",
-                                         "--listen", "127.0.0.1:0"};
+  const std::vector<std::string> args = {"standalone", "--data-dir",       dir.path() + "/data",
+                                         "--listen",   "127.0.0.1:0",      "--metrics-listen",
+                                         "127.0.0.1:0"};
   uint64_t acknowledged = 0;
   {
     testing::Daemon standalone(args, dir.path() + "/standalone.log");

@@ -46,6 +46,11 @@ static_assert(kMaxMetadataListBytes + (size_t{1} << 20) <= kMaxMessageBytes,
 
 // Default port of a store node.
 inline constexpr uint16_t kDefaultStorePort = 7010;
+// Default port of a store node's metrics endpoint (HTTP, GET /metrics).
+inline constexpr uint16_t kDefaultMetricsPort = 7011;
+
+// Default port of a proxy's metrics endpoint (and of `cairnd standalone`'s).
+inline constexpr uint16_t kDefaultProxyMetricsPort = 7021;
 
 // Default port of a proxy (and of `cairnd standalone`).
 inline constexpr uint16_t kDefaultProxyPort = 7020;

@@ -1,0 +1,69 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+#include "net/store_node/store_node_metrics.h"
+
+namespace cairn::net {
+namespace {
+
+std::function<double()> Read(std::shared_ptr<std::atomic<int64_t>> count) {
+  return [count = std::move(count)] {
+    return static_cast<double>(count->load(std::memory_order_relaxed));
+  };
+}
+
+}  // namespace
+
+StoreNodeMetrics::StoreNodeMetrics(MetricsRegistry* registry, Store* store) {
+  if (registry == nullptr) {
+    own_registry_ = std::make_unique<MetricsRegistry>();
+    registry = own_registry_.get();
+  }
+  MetricsRegistry& r = *registry;
+  appends_ = r.AddCounter("cairn_store_node_appends_total",
+                          "Appends the node acknowledged to its clients.");
+  append_errors_ = r.AddCounter("cairn_store_node_append_errors_total",
+                                "Appends the node answered with an error.");
+  append_bytes_ = r.AddCounter("cairn_store_node_append_bytes_total",
+                               "Bytes of the batches of acknowledged appends.");
+  // 100 us to about 6.5 s.
+  append_latency_ = r.AddHistogram(
+      "cairn_store_node_append_latency_seconds",
+      "Time from an append call's arrival on the node to the store's acknowledgement, "
+      "including any wait in the node's queue.",
+      ExponentialBuckets(0.0001, 2, 17));
+  reads_ = r.AddCounter("cairn_store_node_reads_total", "Read calls the node answered.");
+  read_bytes_ = r.AddCounter("cairn_store_node_read_bytes_total",
+                             "Bytes of batches the node returned to reads.");
+  r.AddGauge("cairn_store_node_connections", "Open client connections.", Read(connections_));
+  r.AddGauge("cairn_store_node_writers", "Open ledger writers (capabilities).", Read(writers_));
+  r.AddGauge("cairn_store_node_readers", "Open ledger readers (capabilities).", Read(readers_));
+
+  r.AddCounterFunction("cairn_store_appends_acknowledged_total",
+                       "Appends the store acknowledged (durable under sync durability).",
+                       [store] { return store->stats().appends_acknowledged; });
+  r.AddCounterFunction("cairn_store_bytes_acknowledged_total",
+                       "Bytes of the batches of the appends the store acknowledged.",
+                       [store] { return store->stats().bytes_acknowledged; });
+  r.AddCounterFunction("cairn_store_group_commits_total",
+                       "Rounds of the store's group commit (write, then sync, a group of appends).",
+                       [store] { return store->stats().group_commits; });
+  r.AddCounterFunction("cairn_store_append_syncs_total",
+                       "Data syncs (fdatasync) the group commit issued to make appends durable.",
+                       [store] { return store->stats().append_syncs; });
+  r.AddGauge("cairn_store_read_only",
+             "1 once the store has stopped acknowledging after an I/O failure (fail-stop).",
+             [store] { return store->read_only() ? 1.0 : 0.0; });
+}
+
+void StoreNodeMetrics::AppendDone(uint64_t bytes, std::chrono::steady_clock::time_point arrived,
+                                  bool ok) {
+  if (!ok) {
+    append_errors_->Add();
+    return;
+  }
+  appends_->Add();
+  append_bytes_->Add(bytes);
+  append_latency_->Observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
+}
+
+}  // namespace cairn::net
