@@ -46,7 +46,8 @@ fi
 # name|environment|test case
 steps=(
   "ledger-crash|CAIRN_CRASH_SEEDS=$ledger_seeds|ledger crash: acknowledged data survives crashes (random seed)"
-  "ledger-exhaustive||[exhaustive]"
+  "ledger-exhaustive||[ledger][exhaustive]"
+  "stream-exhaustive||[stream][exhaustive]"
   "ledger-fsync|CAIRN_FSYNC_SEEDS=$fsync_seeds|[fsync]"
   "stream-crash|CAIRN_CRASH_SEEDS=$stream_seeds|Streams survive crashes at random points"
   "metadata-crash|CAIRN_CRASH_SEEDS=$metadata_seeds|metadata crash: acknowledged mutations survive crashes (random seeds)"
@@ -101,10 +102,12 @@ states=$(sum crash_states "$logs"/*.log)
 killed=$(sum kills "$logs"/*.log)
 fsync_errors=$(sum injected_fsync_errors "$logs"/*.log)
 covered=$(sum acked_appends_covered_by_failed_fsync "$logs"/*.log)
-grep -h '^exhaustive ' "$logs/ledger-exhaustive.log" || true
+violations=$(sum violations "$logs"/*.log)
+grep -h '^exhaustive ' "$logs/ledger-exhaustive.log" "$logs/stream-exhaustive.log" || true
+grep -h '^violation: ' "$logs/stream-exhaustive.log" | head -3 || true
 grep -h '^failed fsync ' "$logs/ledger-fsync.log" || true
 echo "reliability: crash_states=$states kills=$killed injected_fsync_errors=$fsync_errors" \
-  "acked_appends_covered_by_failed_fsync=$covered seconds=$elapsed"
+  "acked_appends_covered_by_failed_fsync=$covered violations=$violations seconds=$elapsed"
 if [ "$states" -lt "$min_states" ]; then
   echo "reliability: only $states crash states, $min_states required" >&2
   failed=1
@@ -115,6 +118,10 @@ if [ "$killed" -lt "$min_kills" ]; then
 fi
 if [ "$covered" -ne 0 ]; then
   echo "reliability: acknowledged appends depended on a failed fsync" >&2
+  failed=1
+fi
+if [ "$violations" -ne 0 ]; then
+  echo "reliability: $violations crash states violated an invariant (see the 'violation:' lines)" >&2
   failed=1
 fi
 exit "$failed"

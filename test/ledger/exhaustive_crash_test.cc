@@ -8,8 +8,9 @@
 // reference run records the operation log of the fault-injecting file system: N operations.
 // Then, for every k in [0, N], the workload runs again on a disk that freezes after operation k
 // (every later change is refused, as if the power had failed right after k), and for every
-// legal outcome of the writes not yet synced at that point (see Outcomes()) the crash is
-// simulated, the store reopened and checked against what was acknowledged before the crash:
+// legal outcome of the writes not yet synced at that point (CrashOutcomes() in
+// test/crash_enumeration.h) the crash is simulated, the store reopened and checked against what
+// was acknowledged before the crash:
 //
 //  - the store opens;
 //  - every acknowledged entry reads back byte for byte, at its id, in order, with no gap;
@@ -37,6 +38,7 @@
 #include "cairn/io.h"
 #include "cairn/ledger.h"
 #include "cairn/store.h"
+#include "test/crash_enumeration.h"
 #include "test/ledger/ledger_test_util.h"
 #include "test/test_util.h"
 
@@ -44,13 +46,12 @@ namespace cairn {
 namespace {
 
 using absl::StatusCode;
+using testing::CheckSameOperations;
 using testing::CodeOf;
+using testing::CrashOutcomes;
+using testing::DescribeSurvivors;
 using testing::Mix;
 using testing::Unwrap;
-
-// Up to this many unsynced writes at a crash point, every subset of them is a crash state;
-// above it, a bounded family of subsets (see Outcomes()).
-constexpr size_t kMaxWritesForAllSubsets = 6;
 
 // The value of entry `id` of `ledger`: 5 to 13 KiB, so that a few batches fill a 64 KiB
 // segment.
@@ -176,84 +177,6 @@ class Run {
   Model model_;
 };
 
-// The legal outcomes at a crash for the writes not yet synced, oldest first: which of them
-// reached the disk, the newest of those possibly torn.
-//  - Up to kMaxWritesForAllSubsets writes: every subset. Above: every prefix in issue order,
-//    every "all but one", and every single write alone.
-//  - For every subset that holds the newest unsynced write, that write may also be torn: cut
-//    after 1 byte, at half, one byte short, and at the first 4 KiB boundary inside it.
-std::vector<std::vector<SurvivingWrite>> Outcomes(const std::vector<UnsyncedWrite>& unsynced) {
-  std::vector<const UnsyncedWrite*> writes;
-  for (const UnsyncedWrite& w : unsynced) {
-    if (!w.lost) writes.push_back(&w);
-  }
-  const size_t n = writes.size();
-  std::set<std::vector<bool>> subsets;
-  if (n <= kMaxWritesForAllSubsets) {
-    for (uint64_t mask = 0; mask < (uint64_t{1} << n); ++mask) {
-      std::vector<bool> subset(n);
-      for (size_t i = 0; i < n; ++i) subset[i] = (mask >> i) & 1;
-      subsets.insert(subset);
-    }
-  } else {
-    for (size_t i = 0; i <= n; ++i) {
-      std::vector<bool> prefix(n, false);
-      std::fill(prefix.begin(), prefix.begin() + static_cast<std::ptrdiff_t>(i), true);
-      subsets.insert(prefix);
-    }
-    for (size_t i = 0; i < n; ++i) {
-      std::vector<bool> all_but_one(n, true), alone(n, false);
-      all_but_one[i] = false;
-      alone[i] = true;
-      subsets.insert(all_but_one);
-      subsets.insert(alone);
-    }
-  }
-  std::vector<std::vector<SurvivingWrite>> outcomes;
-  for (const std::vector<bool>& subset : subsets) {
-    std::vector<SurvivingWrite> survivors;
-    for (size_t i = 0; i < n; ++i) {
-      if (subset[i]) survivors.push_back({.operation = writes[i]->operation});
-    }
-    outcomes.push_back(survivors);
-    if (n == 0 || !subset[n - 1]) continue;
-    const uint64_t length = writes[n - 1]->length;
-    std::set<uint64_t> cuts = {1, length / 2, length - 1, kDirectIoAlignment};
-    for (uint64_t cut : cuts) {
-      if (cut == 0 || cut >= length) continue;
-      survivors.back().bytes = cut;
-      outcomes.push_back(survivors);
-    }
-  }
-  return outcomes;
-}
-
-std::string Describe(const std::vector<SurvivingWrite>& survivors) {
-  std::string text = "surviving unsynced writes:";
-  if (survivors.empty()) text += " none";
-  for (const SurvivingWrite& s : survivors) {
-    text += " op " + std::to_string(s.operation);
-    if (s.bytes != SurvivingWrite().bytes) text += " (first " + std::to_string(s.bytes) + " bytes)";
-  }
-  return text;
-}
-
-bool SameOperation(const FaultOperation& a, const FaultOperation& b) {
-  return a.kind == b.kind && a.path == b.path && a.from == b.from && a.offset == b.offset &&
-         a.length == b.length && a.data_hash == b.data_hash && a.failed == b.failed;
-}
-
-// The replay did what the reference run did, up to the freeze.
-void CheckSameOperations(const std::vector<FaultOperation>& reference,
-                         const std::vector<FaultOperation>& replay, uint64_t freeze_after) {
-  REQUIRE(replay.size() == std::min<uint64_t>(freeze_after, reference.size()));
-  for (size_t i = 0; i < replay.size(); ++i) {
-    INFO("operation " << i + 1 << ": reference " << DescribeOperation(reference[i]) << ", replay "
-                      << DescribeOperation(replay[i]));
-    REQUIRE(SameOperation(reference[i], replay[i]));
-  }
-}
-
 // Reopens the store after the crash and checks it against the model.
 void CheckRecovered(Run& run, Durability durability) {
   const Model& model = run.model();
@@ -349,10 +272,10 @@ Enumeration Enumerate(const WorkloadOptions& options) {
       if (i == 0) {
         const std::vector<UnsyncedWrite> unsynced = run.fault().UnsyncedWrites();
         e.max_unsynced = std::max<uint64_t>(e.max_unsynced, unsynced.size());
-        outcomes = Outcomes(unsynced);
+        outcomes = CrashOutcomes(unsynced);
       }
       if (i == outcomes.size()) break;
-      INFO(Describe(outcomes[i]));
+      INFO(DescribeSurvivors(outcomes[i]));
       CrashOptions crash;
       crash.survivors = outcomes[i];
       const absl::Status crashed = run.fault().SimulateCrash(crash);
