@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# Builds cairn and runs the main job. Installs missing Debian packages first.
+# Builds cairn and runs the main job: `cairnd standalone` (a proxy, its store and its metadata in
+# one process) on DIRECTORY, with a short demo against it (a topic created, three messages
+# produced and consumed, the topic's stats), then keeps it serving on 127.0.0.1:7020 until
+# Ctrl-C. Installs missing Debian packages first.
 #
-# Until the network shell exists, the main job is the embedded quickstart: it appends batches
-# of entries through the library, syncs them, reads them back verifying every checksum, and
-# prints what it did.
-#
-#   scripts/run.sh [DIRECTORY]   data goes to DIRECTORY (default: build/quickstart-data)
+#   scripts/run.sh [--stop] [DIRECTORY]   data goes to DIRECTORY (default: build/standalone-data);
+#                                         --stop ends after the demo
+#   scripts/run.sh --quickstart           the embedded quickstart instead (no network)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-case "${1:-}" in -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 "$root/scripts/setup.sh"
 cmake -S "$root" -B "$root/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$root/build" -j "$(nproc)" --target quickstart
-exec "$root/build/examples/quickstart" "${1:-$root/build/quickstart-data}"
+if [ "${1:-}" = "--quickstart" ]; then
+  cmake --build "$root/build" -j "$(nproc)" --target quickstart
+  exec "$root/build/examples/quickstart" "${2:-$root/build/quickstart-data}"
+fi
+stop=()
+if [ "${1:-}" = "--stop" ]; then stop=(--stop); shift; fi
+cmake --build "$root/build" -j "$(nproc)" --target cairnd cairn_cli
+exec "$root/scripts/demo.sh" "${stop[@]}" "$root/build/net/cairnd" "$root/build/net/cli/cairn" \
+  "${1:-$root/build/standalone-data}"
