@@ -10,7 +10,6 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -19,20 +18,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "cairn/net/limits.h"
-#include "capnp/rpc-twoparty.h"
-#include "kj/async-io.h"
 #include "kj/debug.h"
+#include "net/client/network_thread.h"
 #include "net/net_status.h"
 #include "net/schema/store.capnp.h"
 
 namespace cairn::net {
 namespace {
-
-absl::Status CalledFromCallback() {
-  return absl::FailedPreconditionError(
-      "a blocking call of the remote ledger client from its own network thread (an append "
-      "callback) would deadlock");
-}
 
 // Bytes of appends sent and not answered, for one connection: AppendAsync waits beyond
 // kMaxClientInFlightBytes, as a local store's does. Thread-safe.
@@ -60,126 +52,62 @@ class AppendWindow {
   uint64_t in_flight_bytes_ = 0;
 };
 
-// The network thread, its event loop and the one connection.
-class ClientLoop : public kj::TaskSet::ErrorHandler {
+// The network thread and the one connection.
+class ClientLoop {
  public:
   static absl::StatusOr<std::unique_ptr<ClientLoop>> Start(const RemoteLedgerSetOptions& options) {
-    auto loop = std::unique_ptr<ClientLoop>(new ClientLoop(options));
-    std::promise<absl::Status> ready;
-    std::future<absl::Status> started = ready.get_future();
-    loop->thread_ = std::thread([&loop = *loop, &ready] { loop.Main(ready); });
-    absl::Status status = started.get();
-    if (!status.ok()) {
-      loop->thread_.join();
-      return status;
-    }
+    absl::StatusOr<std::unique_ptr<NetworkThread>> thread =
+        NetworkThread::Start("the remote ledger client", options.log);
+    if (!thread.ok()) return thread.status();
+    auto loop = std::unique_ptr<ClientLoop>(new ClientLoop(options, *std::move(thread)));
+    absl::Status connected = loop->thread_->CallVoid([&loop = *loop] {
+      return RpcConnection::Connect(loop.thread_->io(), loop.options_.address,
+                                    loop.options_.connect_timeout)
+          .then([&loop](kj::Own<RpcConnection> connection) {
+            loop.node_.emplace(connection->Bootstrap<rpc::StoreNode>());
+            loop.connection_ = kj::mv(connection);
+          });
+    });
+    if (!connected.ok()) return connected;
     return loop;
   }
 
   ~ClientLoop() {
-    if (executor_.get() != nullptr) {
-      kj::Maybe<kj::Exception> failure =
-          kj::runCatchingExceptions([&] { executor_->executeSync([this] { stop_->fulfill(); }); });
-      (void)failure;  // the loop has stopped already: nothing left to stop
-    }
-    if (thread_.joinable()) thread_.join();
+    thread_->Stop([this] {
+      node_.reset();
+      connection_ = nullptr;
+    });
   }
 
-  bool OnLoopThread() const { return std::this_thread::get_id() == loop_thread_id_; }
+  bool OnLoopThread() const { return thread_->OnLoopThread(); }
+  absl::Status CalledFromCallback() const { return thread_->CalledFromCallback(); }
 
-  // Runs `func` on the network thread and waits for the promise it returns. A KJ exception
-  // (from the call or the connection) becomes the Status it carries.
   template <typename T, typename Func>
   absl::StatusOr<T> Call(Func&& func) {
-    if (OnLoopThread()) return CalledFromCallback();
-    std::optional<T> value;
-    kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions(
-        [&] { value.emplace(executor_->executeSync(std::forward<Func>(func))); });
-    KJ_IF_MAYBE (exception, failure) {
-      return ExceptionToStatus(*exception);
-    }
-    return std::move(*value);
+    return thread_->Call<T>(std::forward<Func>(func));
   }
   template <typename Func>
   absl::Status CallVoid(Func&& func) {
-    if (OnLoopThread()) return CalledFromCallback();
-    kj::Maybe<kj::Exception> failure =
-        kj::runCatchingExceptions([&] { executor_->executeSync(std::forward<Func>(func)); });
-    KJ_IF_MAYBE (exception, failure) {
-      return ExceptionToStatus(*exception);
-    }
-    return absl::OkStatus();
+    return thread_->CallVoid(std::forward<Func>(func));
   }
 
   // Network thread only.
   rpc::StoreNode::Client& node() { return *node_; }
-  kj::TaskSet& tasks() { return *tasks_; }
+  kj::TaskSet& tasks() { return thread_->tasks(); }
 
   AppendWindow& window() { return window_; }
   const RemoteLedgerSetOptions& options() const { return options_; }
 
  private:
-  explicit ClientLoop(const RemoteLedgerSetOptions& options) : options_(options) {}
-
-  void taskFailed(kj::Exception&& exception) override {
-    options_.log(LogLevel::kWarning, absl::StrCat("remote ledgers at ", options_.address, ": ",
-                                                  ExceptionToStatus(exception).ToString()));
-  }
-
-  void Main(std::promise<absl::Status>& ready) {
-    bool signalled = false;
-    auto failed = kj::runCatchingExceptions([&] {
-      loop_thread_id_ = std::this_thread::get_id();
-      kj::AsyncIoContext io = kj::setupAsyncIo();
-      const kj::Duration timeout = options_.connect_timeout.count() * kj::MILLISECONDS;
-      kj::Own<kj::AsyncIoStream> stream =
-          io.provider->getTimer()
-              .timeoutAfter(timeout, io.provider->getNetwork()
-                                         .parseAddress(kj::StringPtr(options_.address.c_str()))
-                                         .then([](kj::Own<kj::NetworkAddress> address) {
-                                           return address->connect().attach(kj::mv(address));
-                                         }))
-              .wait(io.waitScope);
-      capnp::ReaderOptions limits;
-      limits.traversalLimitInWords = kMaxMessageBytes / sizeof(capnp::word);
-      capnp::TwoPartyVatNetwork network(*stream, capnp::rpc::twoparty::Side::CLIENT, limits);
-      auto rpc_system = capnp::makeRpcClient(network);
-      capnp::MallocMessageBuilder message(8);
-      auto server = message.initRoot<capnp::rpc::twoparty::VatId>();
-      server.setSide(capnp::rpc::twoparty::Side::SERVER);
-      rpc::StoreNode::Client node = rpc_system.bootstrap(server).castAs<rpc::StoreNode>();
-      kj::TaskSet tasks(*this);
-      auto stop = kj::newPromiseAndFulfiller<void>();
-
-      node_ = &node;
-      tasks_ = &tasks;
-      stop_ = kj::mv(stop.fulfiller);
-      executor_ = kj::getCurrentThreadExecutor().addRef();
-      ready.set_value(absl::OkStatus());
-      signalled = true;
-
-      stop.promise.wait(io.waitScope);
-      tasks_ = nullptr;
-      node_ = nullptr;
-    });
-    if (!signalled) {
-      KJ_IF_MAYBE (exception, failed) {
-        absl::Status status = ExceptionToStatus(*exception);
-        ready.set_value(absl::UnavailableError(
-            absl::StrCat("cannot connect to ", options_.address, ": ", status.message())));
-      }
-    }
-  }
+  ClientLoop(const RemoteLedgerSetOptions& options, std::unique_ptr<NetworkThread> thread)
+      : options_(options), thread_(std::move(thread)) {}
 
   const RemoteLedgerSetOptions options_;
-  std::thread thread_;
-  std::thread::id loop_thread_id_;
-  kj::Own<const kj::Executor> executor_;  // set before Start returns
+  std::unique_ptr<NetworkThread> thread_;
   AppendWindow window_;
-  // Network thread only, while the loop runs.
-  rpc::StoreNode::Client* node_ = nullptr;
-  kj::TaskSet* tasks_ = nullptr;
-  kj::Own<kj::PromiseFulfiller<void>> stop_;
+  // Network thread only.
+  kj::Own<RpcConnection> connection_;
+  std::optional<rpc::StoreNode::Client> node_;
 };
 
 // ---- LedgerWriter ------------------------------------------------------------------------------
@@ -231,7 +159,7 @@ class RemoteWriter final : public LedgerWriter {
   }
 
   absl::Status Flush() override {
-    if (loop_.OnLoopThread()) return CalledFromCallback();
+    if (loop_.OnLoopThread()) return loop_.CalledFromCallback();
     WaitIdle();
     std::lock_guard lock(mu_);
     return std::exchange(first_error_, absl::OkStatus());
@@ -259,7 +187,7 @@ class RemoteWriter final : public LedgerWriter {
   void Send(std::span<const char> batch, absl::Status error, AppendCallback done) {
     if (loop_.OnLoopThread()) {
       // Cannot wait for the window here; an append from a callback is a caller's error.
-      return done(CalledFromCallback());
+      return done(loop_.CalledFromCallback());
     }
     const uint64_t bytes = error.ok() ? batch.size() : 0;
     loop_.window().Acquire(bytes);
