@@ -1,10 +1,14 @@
 // Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
 //
 // cairnd: the cairn daemon. `cairnd store` serves one store over the store-node protocol
-// (net/schema/store.capnp). See docs/network.md.
+// (net/schema/store.capnp); `cairnd standalone` serves topics over the proxy protocol
+// (net/schema/proxy.capnp) from a store and metadata in the same process. See docs/network.md.
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -15,16 +19,18 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "cairn/net/limits.h"
+#include "cairn/metadata.h"
 #include "cairn/store.h"
 #include "kj/async-io.h"
 #include "kj/async-unix.h"
 #include "net/net_status.h"
+#include "net/proxy/proxy.h"
 #include "net/store_node/store_node.h"
 
 ABSL_FLAG(std::string, data_dir, "", "store: directory of the store's ledgers (required)");
-ABSL_FLAG(std::string, listen, "127.0.0.1:7010",
-          "store: address to listen on, host:port; port 0 picks a free port (the log line "
-          "'listening on' says which)");
+ABSL_FLAG(std::string, listen, "",
+          "address to listen on, host:port (default 127.0.0.1:7010 for store, 127.0.0.1:7020 "
+          "for standalone); port 0 picks a free port (the log line 'listening on' says which)");
 ABSL_FLAG(std::string, journal_dir, "",
           "store: directory of a shared write-ahead journal, ideally on its own device; empty: "
           "no journal");
@@ -44,7 +50,9 @@ constexpr char kUsage[] =
     "  store        serve a store's ledgers to proxies and clients (a store node):\n"
     "                 cairnd store --data-dir D [--listen 127.0.0.1:7010] [--journal-dir J]\n"
     "                              [--durability sync|async]\n"
-    "  standalone   a store and streams in one process (not yet)\n"
+    "  standalone   a proxy, its store and its metadata in one process, for one machine:\n"
+    "                 cairnd standalone --data-dir D [--listen 127.0.0.1:7020]\n"
+    "                              [--journal-dir J] [--durability sync|async]\n"
     "  proxy        a stateless stream proxy in front of store nodes (not yet)\n"
     "\n"
     "Flags may be spelled with dashes or underscores (--data-dir, --data_dir).\n"
@@ -56,6 +64,11 @@ int Fail(const std::string& message) {
   return 1;
 }
 
+std::string ListenFlag(uint16_t default_port) {
+  std::string listen = absl::GetFlag(FLAGS_listen);
+  return listen.empty() ? absl::StrCat("127.0.0.1:", default_port) : listen;
+}
+
 int RunStore() {
   const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
   if (data_dir.empty()) return Fail("store: --data-dir is required (see --help)");
@@ -63,7 +76,7 @@ int RunStore() {
   if (durability != "sync" && durability != "async") {
     return Fail(absl::StrCat("store: --durability must be sync or async, not '", durability, "'"));
   }
-  const std::string listen = absl::GetFlag(FLAGS_listen);
+  const std::string listen = ListenFlag(kDefaultStorePort);
 
   // Signals are captured before any thread exists (the store starts its own), so that every
   // thread inherits the mask and the event loop alone receives them.
@@ -119,6 +132,81 @@ int RunStore() {
   return exit_code;
 }
 
+// A proxy over a store and a metadata store of its own, all in this process: the ledgers in
+// <data-dir>/ledgers, the metadata in <data-dir>/metadata.
+int RunStandalone() {
+  const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
+  if (data_dir.empty()) return Fail("standalone: --data-dir is required (see --help)");
+  const std::string durability = absl::GetFlag(FLAGS_durability);
+  if (durability != "sync" && durability != "async") {
+    return Fail(
+        absl::StrCat("standalone: --durability must be sync or async, not '", durability, "'"));
+  }
+  const std::string listen = ListenFlag(kDefaultProxyPort);
+  for (const std::string& dir : {data_dir, data_dir + "/ledgers"}) {
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+      return Fail(absl::StrCat("standalone: creating ", dir, ": ", std::strerror(errno)));
+    }
+  }
+
+  kj::UnixEventPort::captureSignal(SIGTERM);
+  kj::UnixEventPort::captureSignal(SIGINT);
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+
+  StoreOptions options;
+  options.data_dirs = {data_dir + "/ledgers"};
+  options.journal_dir = absl::GetFlag(FLAGS_journal_dir);
+  options.durability = durability == "sync" ? Durability::kSync : Durability::kAsync;
+  LogFunction log = options.log;
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(options);
+  if (!store.ok()) {
+    return Fail(absl::StrCat("standalone: opening ", options.data_dirs[0], ": ",
+                             store.status().ToString()));
+  }
+  absl::StatusOr<std::unique_ptr<MetadataStore>> metadata =
+      OpenLocalMetadataStore({.dir = data_dir + "/metadata", .log = log});
+  if (!metadata.ok()) {
+    return Fail(absl::StrCat("standalone: opening ", data_dir, "/metadata: ",
+                             metadata.status().ToString()));
+  }
+
+  int exit_code = 0;
+  kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&] {
+    ProxyOptions proxy_options;
+    proxy_options.log = log;
+    // Half the store's budget: sends never make the store's back-pressure block the loop.
+    proxy_options.max_in_flight_send_bytes = options.max_in_flight_bytes / 2;
+    ProxyServer server(store->get(), metadata->get(), io.provider->getTimer(), proxy_options);
+    kj::Own<kj::NetworkAddress> address =
+        io.provider->getNetwork()
+            .parseAddress(kj::StringPtr(listen.c_str()), kDefaultProxyPort)
+            .wait(io.waitScope);
+    kj::Own<kj::ConnectionReceiver> listener = address->listen();
+    const std::string host = listen.substr(0, listen.rfind(':'));
+    server.Listen(*listener);
+    log(LogLevel::kInfo, absl::StrCat("proxy listening on ", host, ":", listener->getPort(),
+                                      " (standalone, data dir ", data_dir, ")"));
+    siginfo_t signal = io.unixEventPort.onSignal(SIGTERM)
+                           .exclusiveJoin(io.unixEventPort.onSignal(SIGINT))
+                           .wait(io.waitScope);
+    log(LogLevel::kInfo, absl::StrCat("signal ", signal.si_signo, ": shutting down"));
+    server.Shutdown().wait(io.waitScope);
+    listener = nullptr;
+  });
+  KJ_IF_MAYBE (exception, failure) {
+    log(LogLevel::kError, ExceptionToStatus(*exception).ToString());
+    exit_code = 1;
+  }
+  metadata->reset();
+  absl::Status closed = (*store)->Close();
+  if (!closed.ok()) {
+    log(LogLevel::kError, absl::StrCat("closing the store: ", closed.ToString()));
+    return 1;
+  }
+  if (exit_code == 0) log(LogLevel::kInfo, "standalone closed");
+  return exit_code;
+}
+
 }  // namespace
 }  // namespace cairn::net
 
@@ -148,7 +236,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (command == "store") return cairn::net::RunStore();
-  if (command == "standalone" || command == "proxy") {
+  if (command == "standalone") return cairn::net::RunStandalone();
+  if (command == "proxy") {
     std::fprintf(stderr, "cairnd: '%s' is not implemented yet\n", command.c_str());
     return 2;
   }

@@ -16,68 +16,17 @@
 #include "kj/debug.h"
 #include "net/net_status.h"
 #include "net/schema/store.capnp.h"
+#include "net/server_util.h"
 #include "net/store_node/thread_pool.h"
 
 namespace cairn::net {
 namespace {
 
+using internal::AppendGate;
+using internal::Connection;
 using internal::RunBlocking;
+using internal::Throw;
 using internal::ThreadPool;
-
-[[noreturn]] void Throw(const absl::Status& status) {
-  kj::throwFatalException(StatusToException(status));
-}
-
-// Cap'n Proto's traversal limit doubles as the frame limit: a reader refuses a message whose
-// header declares more words, before allocating it.
-capnp::ReaderOptions MessageLimits() {
-  capnp::ReaderOptions options;
-  options.traversalLimitInWords = kMaxMessageBytes / sizeof(capnp::word);
-  return options;
-}
-
-// Appends handed to the store and not yet complete, across the node, in bytes. An append that
-// does not fit waits, with its bytes copied, until completions make room; waiting appends start
-// strictly in arrival order, so the appends of one writer keep their order. Event-loop only.
-class AppendGate {
- public:
-  explicit AppendGate(uint64_t max_bytes) : max_bytes_(std::max<uint64_t>(max_bytes, 1)) {}
-
-  // True if an append of `bytes` may start now (the bytes are counted); otherwise the caller
-  // must Enqueue it.
-  bool TryStart(uint64_t bytes) {
-    if (!waiting_.empty() || !Fits(bytes)) return false;
-    in_flight_bytes_ += bytes;
-    return true;
-  }
-  // `start` runs (from a later Release) once the bytes fit; they are counted by then.
-  void Enqueue(uint64_t bytes, kj::Function<void()> start) {
-    waiting_.push_back({bytes, kj::mv(start)});
-  }
-  void Release(uint64_t bytes) {
-    in_flight_bytes_ -= bytes;
-    while (!waiting_.empty() && Fits(waiting_.front().bytes)) {
-      Waiting next = kj::mv(waiting_.front());
-      waiting_.pop_front();
-      in_flight_bytes_ += next.bytes;
-      next.start();
-    }
-  }
-
- private:
-  struct Waiting {
-    uint64_t bytes;
-    kj::Function<void()> start;
-  };
-  // One append larger than the whole budget may still run alone.
-  bool Fits(uint64_t bytes) const {
-    return in_flight_bytes_ == 0 || in_flight_bytes_ + bytes <= max_bytes_;
-  }
-
-  const uint64_t max_bytes_;
-  uint64_t in_flight_bytes_ = 0;
-  std::deque<Waiting> waiting_;
-};
 
 // What every capability of the node shares. Event-loop only, except the store and the pools,
 // which are thread-safe.
@@ -464,20 +413,6 @@ class StoreNodeImpl final : public rpc::StoreNode::Server {
 
  private:
   Node& node_;
-};
-
-// One client connection: its own RPC system, with the frame and flow limits.
-struct Connection {
-  Connection(kj::Own<kj::AsyncIoStream> stream_in, capnp::Capability::Client bootstrap)
-      : stream(kj::mv(stream_in)),
-        network(*stream, capnp::rpc::twoparty::Side::SERVER, MessageLimits()),
-        rpc(capnp::makeRpcServer(network, kj::mv(bootstrap))) {
-    rpc.setFlowLimit(kMaxConnectionInFlightBytes / sizeof(capnp::word));
-  }
-
-  kj::Own<kj::AsyncIoStream> stream;
-  capnp::TwoPartyVatNetwork network;
-  capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
 };
 
 }  // namespace

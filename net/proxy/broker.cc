@@ -1,0 +1,711 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+#include "net/proxy/broker.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "cairn/net/limits.h"
+#include "src/util/strings.h"
+
+namespace cairn::net::internal {
+namespace {
+
+using cairn::internal::Sv;
+
+constexpr std::string_view kTopicKeyPrefix = "topics/";
+constexpr std::string_view kTopicRecordMagic = "cairn-topic-v1";
+
+std::string TopicKey(std::string_view name) { return absl::StrCat(Sv(kTopicKeyPrefix), Sv(name)); }
+
+// The topic record: "cairn-topic-v1 partitions=<n>". Text, since it is tiny and read rarely.
+std::string EncodeTopicRecord(uint32_t partitions) {
+  return absl::StrCat(Sv(kTopicRecordMagic), " partitions=", partitions);
+}
+
+absl::StatusOr<uint32_t> DecodeTopicRecord(std::string_view name, std::string_view value) {
+  std::vector<absl::string_view> fields = absl::StrSplit(Sv(value), ' ');
+  uint32_t partitions = 0;
+  if (fields.size() != 2 || fields[0] != Sv(kTopicRecordMagic) ||
+      !absl::ConsumePrefix(&fields[1], "partitions=") ||
+      !absl::SimpleAtoi(fields[1], &partitions) || partitions == 0 || partitions > kMaxPartitions) {
+    return absl::DataLossError(
+        absl::StrCat("the record of topic ", Sv(name), " is damaged: '", Sv(value), "'"));
+  }
+  return partitions;
+}
+
+absl::Status TopicNotFound(std::string_view name) {
+  return absl::NotFoundError(absl::StrCat("topic ", Sv(name), " does not exist"));
+}
+
+// With several partitions and nothing to read, a receive waits on one partition at a time for
+// this long, so that messages arriving on the others are not held up.
+constexpr std::chrono::milliseconds kPartitionWaitSlice(20);
+
+}  // namespace
+
+std::string_view KindName(SubscriptionKind kind) {
+  switch (kind) {
+    case SubscriptionKind::kExclusive:
+      return "exclusive";
+    case SubscriptionKind::kFailover:
+      return "failover";
+    case SubscriptionKind::kShared:
+      return "shared";
+  }
+  return "unknown";
+}
+
+std::string PartitionStreamName(std::string_view topic, uint32_t partition) {
+  return absl::StrCat(Sv(topic), "-partition-", partition);
+}
+
+absl::Status CheckTopicName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxTopicNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("a topic name has 1 to ", kMaxTopicNameBytes,
+                                                   " bytes; this one has ", name.size()));
+  }
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "topic name '", Sv(name), "' may hold only letters, digits, '.', '_' and '-'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+Broker::Broker(LedgerSet* ledgers, MetadataStore* metadata, const BrokerOptions& options)
+    : ledgers_(ledgers),
+      metadata_(metadata),
+      options_(options),
+      streams_(ledgers, metadata, options.log) {}
+
+Broker::~Broker() { CloseAll(); }
+
+// ---- Topics -------------------------------------------------------------------------------------
+
+absl::Status Broker::CreateTopic(std::string_view name, const TopicSettings& settings) {
+  if (absl::Status ok = CheckTopicName(name); !ok.ok()) return ok;
+  if (settings.partitions == 0 || settings.partitions > kMaxPartitions) {
+    return absl::InvalidArgumentError(absl::StrCat("a topic has 1 to ", kMaxPartitions,
+                                                   " partitions, not ", settings.partitions));
+  }
+  StreamOptions stream_options;
+  if (settings.ledger_max_bytes != 0) stream_options.ledger_max_bytes = settings.ledger_max_bytes;
+  stream_options.retention = settings.retention;
+  std::lock_guard lock(mu_);
+  // The record first: it is what makes the topic exist. A crash before every stream is
+  // created leaves a topic whose missing streams are created when it is opened.
+  absl::StatusOr<uint64_t> put =
+      metadata_->Put(TopicKey(name), EncodeTopicRecord(settings.partitions), kNewKey);
+  if (absl::IsAborted(put.status())) {
+    return absl::AlreadyExistsError(absl::StrCat("topic ", Sv(name), " already exists"));
+  }
+  if (!put.ok()) return put.status();
+  auto topic = std::make_shared<Topic>();
+  topic->name = std::string(name);
+  for (uint32_t i = 0; i < settings.partitions; ++i) {
+    auto partition = std::make_unique<Partition>();
+    absl::StatusOr<std::unique_ptr<Stream>> stream =
+        streams_.Create(PartitionStreamName(name, i), stream_options);
+    if (absl::IsAlreadyExists(stream.status())) {
+      // Left by a topic of the same name deleted halfway: start it afresh.
+      if (absl::Status deleted = streams_.Delete(PartitionStreamName(name, i)); !deleted.ok()) {
+        return deleted;
+      }
+      stream = streams_.Create(PartitionStreamName(name, i), stream_options);
+    }
+    if (!stream.ok()) return stream.status();
+    partition->stream = *std::move(stream);
+    topic->partitions.push_back(std::move(partition));
+  }
+  topics_.emplace(topic->name, std::move(topic));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<Topic>> Broker::OpenLocked(std::string_view name) {
+  if (auto it = topics_.find(name); it != topics_.end()) return it->second;
+  if (absl::Status ok = CheckTopicName(name); !ok.ok()) return ok;
+  absl::StatusOr<VersionedValue> record = metadata_->Get(TopicKey(name));
+  if (absl::IsNotFound(record.status())) return TopicNotFound(name);
+  if (!record.ok()) return record.status();
+  absl::StatusOr<uint32_t> partitions = DecodeTopicRecord(name, record->value);
+  if (!partitions.ok()) return partitions.status();
+  auto topic = std::make_shared<Topic>();
+  topic->name = std::string(name);
+  for (uint32_t i = 0; i < *partitions; ++i) {
+    auto partition = std::make_unique<Partition>();
+    absl::StatusOr<std::unique_ptr<Stream>> stream = streams_.Open(PartitionStreamName(name, i));
+    // A crash during CreateTopic may have left streams uncreated.
+    if (absl::IsNotFound(stream.status())) stream = streams_.Create(PartitionStreamName(name, i));
+    if (!stream.ok()) {
+      return absl::Status(stream.status().code(),
+                          absl::StrCat("opening partition ", i, " of topic ", Sv(name), ": ",
+                                       stream.status().message()));
+    }
+    partition->stream = *std::move(stream);
+    topic->partitions.push_back(std::move(partition));
+  }
+  topics_.emplace(topic->name, topic);
+  return topic;
+}
+
+absl::StatusOr<std::shared_ptr<Topic>> Broker::Acquire(std::string_view name) {
+  std::lock_guard lock(mu_);
+  absl::StatusOr<std::shared_ptr<Topic>> topic = OpenLocked(name);
+  if (topic.ok()) (*topic)->users.fetch_add(1);
+  return topic;
+}
+
+absl::Status Broker::CloseTopic(Topic& topic) {
+  absl::Status first;
+  for (auto& partition : topic.partitions) {
+    {
+      std::lock_guard lock(partition->compactor_mu);
+      if (partition->compactor != nullptr) partition->compactor->Stop();
+      partition->compactor.reset();
+    }
+    if (partition->stream == nullptr) continue;
+    absl::Status closed = partition->stream->Close();
+    if (!closed.ok() && first.ok()) first = closed;
+    partition->stream.reset();
+  }
+  return first;
+}
+
+absl::Status Broker::DeleteTopic(std::string_view name) {
+  if (absl::Status ok = CheckTopicName(name); !ok.ok()) return ok;
+  std::lock_guard lock(mu_);
+  absl::StatusOr<VersionedValue> record = metadata_->Get(TopicKey(name));
+  if (absl::IsNotFound(record.status())) return TopicNotFound(name);
+  if (!record.ok()) return record.status();
+  absl::StatusOr<uint32_t> partitions = DecodeTopicRecord(name, record->value);
+  if (!partitions.ok()) return partitions.status();
+  if (auto it = topics_.find(name); it != topics_.end()) {
+    std::shared_ptr<Topic> topic = it->second;
+    if (topic->users.load() != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "topic ", Sv(name), " has ", topic->users.load(), " producers and consumers attached"));
+    }
+    topics_.erase(it);
+    topic->deleted = true;
+    if (absl::Status closed = CloseTopic(*topic); !closed.ok()) return closed;
+  }
+  // Streams first, the record last: a crash in between leaves a topic that opens (creating
+  // the missing streams) and can be deleted again.
+  for (uint32_t i = 0; i < *partitions; ++i) {
+    const std::string stream = PartitionStreamName(name, i);
+    absl::Status compaction = DeleteCompaction(ledgers_, metadata_, stream);
+    if (!compaction.ok() && !absl::IsNotFound(compaction)) return compaction;
+    absl::Status deleted = streams_.Delete(stream);
+    if (!deleted.ok() && !absl::IsNotFound(deleted)) return deleted;
+  }
+  return metadata_->Delete(TopicKey(name), record->version);
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, uint32_t>>> Broker::ListTopics() {
+  absl::StatusOr<std::vector<std::string>> keys = metadata_->List(kTopicKeyPrefix);
+  if (!keys.ok()) return keys.status();
+  std::vector<std::pair<std::string, uint32_t>> topics;
+  for (const std::string& key : *keys) {
+    const std::string name = key.substr(kTopicKeyPrefix.size());
+    absl::StatusOr<VersionedValue> record = metadata_->Get(key);
+    if (absl::IsNotFound(record.status())) continue;  // deleted meanwhile
+    if (!record.ok()) return record.status();
+    absl::StatusOr<uint32_t> partitions = DecodeTopicRecord(name, record->value);
+    if (!partitions.ok()) return partitions.status();
+    topics.emplace_back(name, *partitions);
+  }
+  return topics;
+}
+
+absl::StatusOr<TopicStatsData> Broker::Stats(std::string_view name) {
+  absl::StatusOr<std::shared_ptr<Topic>> topic = Acquire(name);
+  if (!topic.ok()) return topic.status();
+  TopicStatsData stats;
+  Topic& t = **topic;
+  for (auto& partition : t.partitions) stats.partitions.push_back(partition->stream->stats());
+  absl::StatusOr<std::vector<std::string>> names = t.partitions[0]->stream->ListCursors();
+  if (!names.ok()) {
+    Release(t);
+    return names.status();
+  }
+  std::lock_guard subs(t.subscriptions_mu);
+  for (const std::string& sub_name : *names) {
+    TopicStatsData::Sub out;
+    out.name = sub_name;
+    auto it = t.subscriptions.find(sub_name);
+    if (it != t.subscriptions.end()) {
+      Subscription& sub = *it->second;
+      std::lock_guard lock(sub.mu);
+      out.kind = sub.kind;
+      out.consumers = sub.consumers.size();
+      for (size_t i = 0; i < sub.parts.size(); ++i) {
+        const Cursor& cursor = *sub.parts[i]->cursor;
+        const uint64_t end = stats.partitions[i].end_offset;
+        const uint64_t below = std::min(cursor.acknowledged_below(), end);
+        out.backlog += end - below - std::min(cursor.individual_acks(), end - below);
+        for (const auto& [first, pending] : sub.parts[i]->pending) {
+          out.unacked_delivered += pending.messages;
+        }
+      }
+    } else {
+      // Not attached here: open each cursor for a moment to count.
+      for (size_t i = 0; i < t.partitions.size(); ++i) {
+        absl::StatusOr<std::unique_ptr<Cursor>> cursor =
+            t.partitions[i]->stream->OpenCursor(sub_name, StartPosition::Earliest());
+        if (!cursor.ok()) continue;  // being attached or deleted meanwhile
+        const uint64_t end = stats.partitions[i].end_offset;
+        const uint64_t below = std::min((*cursor)->acknowledged_below(), end);
+        out.backlog += end - below - std::min((*cursor)->individual_acks(), end - below);
+      }
+    }
+    stats.subscriptions.push_back(std::move(out));
+  }
+  Release(t);
+  return stats;
+}
+
+absl::Status Broker::SetRetention(std::string_view name, const RetentionPolicy& retention) {
+  absl::StatusOr<std::shared_ptr<Topic>> topic = Acquire(name);
+  if (!topic.ok()) return topic.status();
+  absl::Status status;
+  for (auto& partition : (*topic)->partitions) {
+    status = partition->stream->SetRetention(retention);
+    if (!status.ok()) break;
+    absl::StatusOr<RetentionReport> applied = partition->stream->ApplyRetention();
+    if (!applied.ok()) {
+      status = applied.status();
+      break;
+    }
+  }
+  Release(**topic);
+  return status;
+}
+
+Partition* Broker::CompactorOf(Topic& topic, uint32_t partition, absl::Status* status) {
+  if (partition >= topic.partitions.size()) {
+    *status = absl::InvalidArgumentError(absl::StrCat("topic ", topic.name, " has ",
+                                                      topic.partitions.size(), " partitions, not ",
+                                                      partition + 1));
+    return nullptr;
+  }
+  Partition& p = *topic.partitions[partition];
+  std::lock_guard lock(p.compactor_mu);
+  if (p.compactor == nullptr) {
+    absl::StatusOr<std::unique_ptr<Compactor>> opened =
+        Compactor::Open(ledgers_, metadata_, p.stream.get(), CompactionOptions{});
+    if (!opened.ok()) {
+      *status = opened.status();
+      return nullptr;
+    }
+    p.compactor = *std::move(opened);
+  }
+  return &p;
+}
+
+absl::StatusOr<std::vector<CompactionResult>> Broker::Compact(std::string_view name) {
+  absl::StatusOr<std::shared_ptr<Topic>> topic = Acquire(name);
+  if (!topic.ok()) return topic.status();
+  std::vector<CompactionResult> results;
+  absl::Status status;
+  for (uint32_t i = 0; i < (*topic)->partitions.size() && status.ok(); ++i) {
+    Partition* p = CompactorOf(**topic, i, &status);
+    if (p == nullptr) break;
+    std::lock_guard lock(p->compactor_mu);
+    absl::StatusOr<CompactionResult> result = p->compactor->CompactNow();
+    if (!result.ok()) {
+      status = result.status();
+      break;
+    }
+    results.push_back(*result);
+  }
+  Release(**topic);
+  if (!status.ok()) return status;
+  return results;
+}
+
+absl::StatusOr<CompactedReadResult> Broker::ReadCompacted(std::string_view name, uint32_t partition,
+                                                          uint64_t from_offset,
+                                                          uint64_t max_bytes) {
+  absl::StatusOr<std::shared_ptr<Topic>> topic = Acquire(name);
+  if (!topic.ok()) return topic.status();
+  absl::Status status;
+  absl::StatusOr<CompactedReadResult> result = absl::InternalError("unset");
+  if (Partition* p = CompactorOf(**topic, partition, &status); p != nullptr) {
+    std::unique_ptr<CompactedReader> reader;
+    {
+      std::lock_guard lock(p->compactor_mu);
+      absl::StatusOr<std::unique_ptr<CompactedReader>> opened = p->compactor->NewReader();
+      if (opened.ok())
+        reader = *std::move(opened);
+      else
+        status = opened.status();
+    }
+    if (reader != nullptr) result = reader->Read(from_offset, ReadLimits{.max_bytes = max_bytes});
+  }
+  Release(**topic);
+  if (!status.ok()) return status;
+  return result;
+}
+
+// ---- Subscriptions ------------------------------------------------------------------------------
+
+absl::StatusOr<std::pair<std::shared_ptr<Subscription>, std::shared_ptr<ConsumerState>>>
+Broker::Subscribe(Topic& topic, std::string_view name, SubscriptionKind kind,
+                  const StartPosition& start, std::string_view consumer_name) {
+  std::lock_guard subs(topic.subscriptions_mu);
+  auto consumer = std::make_shared<ConsumerState>();
+  consumer->name = std::string(consumer_name);
+  auto it = topic.subscriptions.find(std::string(name));
+  if (it != topic.subscriptions.end()) {
+    Subscription& sub = *it->second;
+    std::lock_guard lock(sub.mu);
+    if (sub.kind != kind) {
+      return absl::FailedPreconditionError(absl::StrCat("subscription ", Sv(name), " of topic ",
+                                                        topic.name, " is ", Sv(KindName(sub.kind)),
+                                                        ", not ", Sv(KindName(kind))));
+    }
+    if (kind == SubscriptionKind::kExclusive && !sub.consumers.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "subscription ", Sv(name), " of topic ", topic.name, " is exclusive and has a consumer"));
+    }
+    sub.consumers.push_back(consumer);
+    sub.changed.notify_all();
+    return std::make_pair(it->second, consumer);
+  }
+  auto sub = std::make_shared<Subscription>();
+  sub->name = std::string(name);
+  sub->kind = kind;
+  for (auto& partition : topic.partitions) {
+    auto part = std::make_unique<SubscriptionPartition>();
+    part->partition = partition.get();
+    absl::StatusOr<std::unique_ptr<Cursor>> cursor = partition->stream->OpenCursor(name, start);
+    if (!cursor.ok()) return cursor.status();
+    part->cursor = *std::move(cursor);
+    absl::StatusOr<std::unique_ptr<StreamReader>> reader = partition->stream->NewReader();
+    if (!reader.ok()) return reader.status();
+    part->reader = *std::move(reader);
+    part->dispatch_offset = part->cursor->acknowledged_below();
+    sub->parts.push_back(std::move(part));
+  }
+  sub->consumers.push_back(consumer);
+  topic.subscriptions.emplace(sub->name, sub);
+  return std::make_pair(std::move(sub), std::move(consumer));
+}
+
+void Broker::MoveToRedeliver(Subscription& sub, ConsumerState* consumer) {
+  for (auto& part : sub.parts) {
+    for (auto it = part->pending.begin(); it != part->pending.end();) {
+      if (it->second.consumer != consumer) {
+        ++it;
+        continue;
+      }
+      part->redeliver.emplace(it->first, it->second.last_offset);
+      consumer->unacked -= it->second.messages;
+      it = part->pending.erase(it);
+    }
+  }
+}
+
+void Broker::Leave(Topic& topic, const std::shared_ptr<Subscription>& sub,
+                   ConsumerState* consumer) {
+  std::lock_guard subs(topic.subscriptions_mu);
+  {
+    std::lock_guard lock(sub->mu);
+    consumer->closed = true;
+    MoveToRedeliver(*sub, consumer);
+    std::erase_if(sub->consumers, [&](const auto& c) { return c.get() == consumer; });
+    sub->changed.notify_all();
+    if (!sub->consumers.empty()) return;
+  }
+  // The last one out: persist, and drop the dispatch state with the cursors and readers.
+  for (auto& part : sub->parts) {
+    std::lock_guard read(part->read_mu);
+    std::lock_guard lock(sub->mu);
+    if (part->cursor != nullptr) {
+      absl::Status persisted = part->cursor->Persist();
+      if (!persisted.ok()) {
+        options_.log(LogLevel::kWarning,
+                     absl::StrCat("subscription ", sub->name, " of topic ", topic.name,
+                                  ": persisting its acknowledgements: ", persisted.ToString()));
+      }
+    }
+    part->cursor.reset();
+    part->reader.reset();
+  }
+  {
+    std::lock_guard lock(sub->mu);
+    sub->torn_down = true;
+    sub->changed.notify_all();
+  }
+  auto it = topic.subscriptions.find(sub->name);
+  if (it != topic.subscriptions.end() && it->second == sub) topic.subscriptions.erase(it);
+}
+
+absl::Status Broker::Unsubscribe(std::string_view topic_name, std::string_view subscription) {
+  absl::StatusOr<std::shared_ptr<Topic>> topic = Acquire(topic_name);
+  if (!topic.ok()) return topic.status();
+  Topic& t = **topic;
+  absl::Status status;
+  {
+    std::lock_guard subs(t.subscriptions_mu);
+    if (t.subscriptions.contains(std::string(subscription))) {
+      status = absl::FailedPreconditionError(absl::StrCat("subscription ", Sv(subscription),
+                                                          " of topic ", Sv(topic_name),
+                                                          " has consumers attached"));
+    }
+  }
+  if (status.ok()) {
+    for (auto& partition : t.partitions) {
+      status = partition->stream->DeleteCursor(subscription);
+      if (!status.ok()) break;
+    }
+  }
+  Release(t);
+  return status;
+}
+
+void Broker::Deliver(Subscription& sub, uint32_t index, ConsumerState* consumer,
+                     StreamReadResult read, bool redelivered, Delivered& out, Topic& topic) {
+  SubscriptionPartition& part = *sub.parts[index];
+  out.read.emplace(std::move(read));
+  for (const BatchView& batch : out.read->batches()) {
+    const uint64_t first = out.read->offset_of(batch);
+    const uint64_t count = batch.entry_count();
+    DeliveryItem item;
+    item.partition = index;
+    item.offset = first;
+    item.bytes = batch.bytes();
+    item.redelivered = redelivered;
+    const bool any_acked =
+        part.cursor->acknowledged_below() > first || part.cursor->individual_acks() > 0;
+    if (any_acked) {
+      for (uint64_t i = 0; i < count; ++i) {
+        if (part.cursor->IsAcked(first + i)) item.acked.push_back(static_cast<uint32_t>(i));
+      }
+    }
+    const uint64_t messages = count - item.acked.size();
+    if (messages == 0) continue;  // everything in it was acknowledged meanwhile
+    part.pending[first] =
+        Pending{.last_offset = first + count - 1, .consumer = consumer, .messages = messages};
+    consumer->unacked += messages;
+    topic.messages_out.fetch_add(messages, std::memory_order_relaxed);
+    out.items.push_back(std::move(item));
+  }
+}
+
+absl::StatusOr<Delivered> Broker::Receive(Topic& topic, Subscription& sub, ConsumerState* consumer,
+                                          uint64_t max_bytes, std::chrono::microseconds wait) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + wait;
+  const uint32_t n = sub.parts.size();
+  const ReadLimits limits{.max_bytes = max_bytes};
+  Delivered out;
+  while (true) {
+    // May this consumer take anything now, and is something to be delivered again?
+    std::optional<std::pair<uint32_t, std::pair<uint64_t, uint64_t>>> again;
+    uint32_t start = 0;
+    {
+      std::unique_lock lock(sub.mu);
+      auto blocked = [&] {
+        if (consumer->closed || sub.torn_down) return false;
+        if (consumer->unacked >= options_.max_unacked_per_consumer) return true;
+        return sub.kind != SubscriptionKind::kShared && sub.consumers.front().get() != consumer;
+      };
+      if (blocked() && !sub.changed.wait_until(lock, deadline, [&] { return !blocked(); })) {
+        return out;
+      }
+      if (consumer->closed || sub.torn_down) {
+        return absl::FailedPreconditionError("the consumer has left the subscription");
+      }
+      start = sub.next_partition++ % n;
+      for (uint32_t k = 0; k < n && !again; ++k) {
+        auto& redeliver = sub.parts[(start + k) % n]->redeliver;
+        if (redeliver.empty()) continue;
+        again.emplace((start + k) % n, *redeliver.begin());
+        redeliver.erase(redeliver.begin());
+      }
+    }
+    if (again) {
+      const auto [index, range] = *again;
+      SubscriptionPartition& part = *sub.parts[index];
+      std::lock_guard read(part.read_mu);
+      if (part.reader == nullptr) continue;
+      absl::StatusOr<StreamReadResult> result = part.reader->Read(
+          range.first, ReadLimits{.max_entries = range.second - range.first + 1, .max_bytes = 1});
+      if (absl::IsOutOfRange(result.status())) continue;  // trimmed by retention meanwhile
+      if (!result.ok()) return result.status();
+      std::lock_guard lock(sub.mu);
+      if (consumer->closed || sub.torn_down) continue;
+      Deliver(sub, index, consumer, *std::move(result), /*redelivered=*/true, out, topic);
+      if (!out.items.empty()) return out;
+      continue;
+    }
+    // New messages: the first partition with some, without waiting; then wait on one.
+    enum class Outcome { kDelivered, kNothing, kAgain };
+    auto try_partition = [&](uint32_t index,
+                             std::chrono::microseconds slice) -> absl::StatusOr<Outcome> {
+      SubscriptionPartition& part = *sub.parts[index];
+      std::lock_guard read(part.read_mu);
+      if (part.reader == nullptr) return absl::FailedPreconditionError("the subscription closed");
+      absl::StatusOr<StreamReadResult> result =
+          part.reader->Read(part.dispatch_offset, limits, slice);
+      if (!result.ok()) {
+        if (std::optional<uint64_t> first = TrimmedFirstOffset(result.status())) {
+          part.dispatch_offset = *first;  // retention passed us: go on from what is left
+          return Outcome::kAgain;
+        }
+        if (absl::IsOutOfRange(result.status())) return Outcome::kNothing;
+        return result.status();
+      }
+      part.dispatch_offset = result->next_offset();
+      std::lock_guard lock(sub.mu);
+      if (consumer->closed || sub.torn_down) {
+        return absl::FailedPreconditionError("the consumer has left the subscription");
+      }
+      Deliver(sub, index, consumer, *std::move(result), /*redelivered=*/false, out, topic);
+      // Nothing delivered: everything read was acknowledged already; read on.
+      return out.items.empty() ? Outcome::kAgain : Outcome::kDelivered;
+    };
+    bool again_now = false;
+    for (uint32_t k = 0; k < n && !again_now; ++k) {
+      absl::StatusOr<Outcome> outcome = try_partition((start + k) % n, {});
+      if (!outcome.ok()) return outcome.status();
+      if (*outcome == Outcome::kDelivered) return out;
+      again_now = *outcome == Outcome::kAgain;
+    }
+    if (again_now) continue;
+    const auto left =
+        std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
+    if (left.count() <= 0) return out;
+    const auto slice =
+        n == 1 ? left : std::min<std::chrono::microseconds>(left, kPartitionWaitSlice);
+    absl::StatusOr<Outcome> outcome = try_partition(start, slice);
+    if (!outcome.ok()) return outcome.status();
+    if (*outcome == Outcome::kDelivered) return out;
+  }
+}
+
+void Broker::ReleaseIfAcked(SubscriptionPartition& part, std::map<uint64_t, Pending>::iterator it,
+                            Subscription& sub) {
+  if (part.cursor->NextUnacked(it->first) <= it->second.last_offset) return;
+  it->second.consumer->unacked -= it->second.messages;
+  part.pending.erase(it);
+  sub.changed.notify_all();
+}
+
+absl::Status Broker::Ack(Subscription& sub, uint32_t partition, std::span<const uint64_t> offsets) {
+  std::lock_guard lock(sub.mu);
+  if (sub.torn_down) return absl::FailedPreconditionError("the subscription closed");
+  if (partition >= sub.parts.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("there is no partition ", partition));
+  }
+  SubscriptionPartition& part = *sub.parts[partition];
+  for (uint64_t offset : offsets) {
+    absl::StatusOr<bool> acked = part.cursor->Ack(offset);
+    if (!acked.ok()) return acked.status();
+    auto it = part.pending.upper_bound(offset);
+    if (it == part.pending.begin()) continue;
+    --it;
+    if (offset <= it->second.last_offset) ReleaseIfAcked(part, it, sub);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Broker::AckCumulative(Subscription& sub, uint32_t partition, uint64_t end) {
+  std::lock_guard lock(sub.mu);
+  if (sub.torn_down) return absl::FailedPreconditionError("the subscription closed");
+  if (sub.kind == SubscriptionKind::kShared) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("subscription ", sub.name, " is shared: acknowledge messages one by one"));
+  }
+  if (partition >= sub.parts.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("there is no partition ", partition));
+  }
+  SubscriptionPartition& part = *sub.parts[partition];
+  if (absl::Status acked = part.cursor->AckCumulative(end); !acked.ok()) return acked;
+  for (auto it = part.pending.begin(); it != part.pending.end() && it->first < end;) {
+    auto next = std::next(it);
+    ReleaseIfAcked(part, it, sub);
+    it = next;
+  }
+  return absl::OkStatus();
+}
+
+void Broker::RedeliverUnacknowledged(Subscription& sub, ConsumerState* consumer) {
+  std::lock_guard lock(sub.mu);
+  MoveToRedeliver(sub, consumer);
+  sub.changed.notify_all();
+}
+
+absl::Status Broker::Persist(Subscription& sub) {
+  std::lock_guard lock(sub.mu);
+  if (sub.torn_down) return absl::OkStatus();  // persisted as it closed
+  for (auto& part : sub.parts) {
+    if (absl::Status persisted = part->cursor->Persist(); !persisted.ok()) return persisted;
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::shared_ptr<Topic>> Broker::OpenTopics() {
+  std::lock_guard lock(mu_);
+  std::vector<std::shared_ptr<Topic>> topics;
+  for (const auto& [name, topic] : topics_) topics.push_back(topic);
+  return topics;
+}
+
+void Broker::PersistAll() {
+  for (const std::shared_ptr<Topic>& topic : OpenTopics()) {
+    std::vector<std::shared_ptr<Subscription>> subs;
+    {
+      std::lock_guard lock(topic->subscriptions_mu);
+      for (const auto& [name, sub] : topic->subscriptions) subs.push_back(sub);
+    }
+    for (const auto& sub : subs) {
+      absl::Status persisted = Persist(*sub);
+      if (!persisted.ok()) {
+        options_.log(LogLevel::kWarning,
+                     absl::StrCat("subscription ", sub->name, " of topic ", topic->name,
+                                  ": persisting its acknowledgements: ", persisted.ToString()));
+      }
+    }
+  }
+}
+
+void Broker::CloseAll() {
+  std::lock_guard lock(mu_);
+  for (auto& [name, topic] : topics_) {
+    {
+      std::lock_guard subs(topic->subscriptions_mu);
+      for (auto& [sub_name, sub] : topic->subscriptions) {
+        for (auto& part : sub->parts) {
+          std::lock_guard read(part->read_mu);
+          std::lock_guard sub_lock(sub->mu);
+          if (part->cursor != nullptr) (void)part->cursor->Persist();
+          part->cursor.reset();
+          part->reader.reset();
+        }
+        std::lock_guard sub_lock(sub->mu);
+        sub->torn_down = true;
+        sub->changed.notify_all();
+      }
+      topic->subscriptions.clear();
+    }
+    absl::Status closed = CloseTopic(*topic);
+    if (!closed.ok()) {
+      options_.log(LogLevel::kWarning,
+                   absl::StrCat("closing topic ", Sv(name), ": ", closed.ToString()));
+    }
+  }
+  topics_.clear();
+}
+
+}  // namespace cairn::net::internal

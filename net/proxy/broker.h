@@ -1,0 +1,204 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// The proxy's topics and subscriptions, without RPC: what net/proxy/proxy.cc serves. Every
+// method here may block (on the metadata store, on disk, on the network to store nodes) and
+// runs on a pool thread, never on the event loop.
+//
+// A topic is a metadata record ("topics/<name>": its partition count) and one stream per
+// partition ("<name>-partition-<i>"). A subscription is one cursor per partition, named after
+// it, plus the dispatch state of the consumers attached through this proxy: where reading
+// goes on, which batches each consumer holds unacknowledged, which are to be delivered again.
+// The dispatch state is memory only; when the last consumer leaves, the cursors are persisted
+// and the state dropped, so the next consumer starts from what was acknowledged.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cairn/compaction.h"
+#include "cairn/log.h"
+#include "cairn/metadata.h"
+#include "cairn/store.h"
+#include "cairn/stream.h"
+
+namespace cairn::net::internal {
+
+enum class SubscriptionKind { kExclusive, kFailover, kShared };
+std::string_view KindName(SubscriptionKind kind);
+
+struct TopicSettings {
+  uint32_t partitions = 1;
+  uint64_t ledger_max_bytes = 0;  // 0: the stream default
+  RetentionPolicy retention;
+};
+
+// "<topic>-partition-<i>".
+std::string PartitionStreamName(std::string_view topic, uint32_t partition);
+// kInvalidArgument naming what is wrong.
+absl::Status CheckTopicName(std::string_view name);
+
+struct Partition {
+  std::unique_ptr<Stream> stream;
+  std::mutex compactor_mu;
+  std::unique_ptr<Compactor> compactor;  // guarded by compactor_mu; opened on first use
+};
+
+struct Subscription;
+
+struct Topic {
+  std::string name;
+  std::vector<std::unique_ptr<Partition>> partitions;
+  // Producers and consumers attached; the topic is not deleted while any is.
+  std::atomic<uint64_t> users{0};
+  std::atomic<uint64_t> messages_in{0};
+  std::atomic<uint64_t> bytes_in{0};
+  std::atomic<uint64_t> messages_out{0};
+  std::mutex subscriptions_mu;
+  std::map<std::string, std::shared_ptr<Subscription>> subscriptions;  // guarded
+  bool deleted = false;                                                // guarded by Broker::mu_
+};
+
+// One consumer attached to a subscription. Fields guarded by Subscription::mu.
+struct ConsumerState {
+  std::string name;
+  uint64_t unacked = 0;  // messages delivered to it and not acknowledged
+  bool closed = false;
+};
+
+// Batches delivered and not fully acknowledged, and batches to deliver again, per partition.
+struct Pending {
+  uint64_t last_offset = 0;
+  ConsumerState* consumer = nullptr;
+  uint64_t messages = 0;  // entries not acknowledged when it was delivered
+};
+
+struct SubscriptionPartition {
+  Partition* partition = nullptr;
+  // Reads are made by one thread at a time; dispatch_offset moves only under read_mu.
+  std::mutex read_mu;
+  std::unique_ptr<StreamReader> reader;  // guarded by read_mu
+  uint64_t dispatch_offset = 0;          // guarded by read_mu
+  // Guarded by Subscription::mu.
+  std::unique_ptr<Cursor> cursor;
+  std::map<uint64_t, Pending> pending;     // by first offset
+  std::map<uint64_t, uint64_t> redeliver;  // first offset -> last offset
+};
+
+// Lock order: Topic::subscriptions_mu, then SubscriptionPartition::read_mu, then
+// Subscription::mu.
+struct Subscription {
+  std::string name;
+  SubscriptionKind kind = SubscriptionKind::kExclusive;
+  std::mutex mu;
+  std::condition_variable changed;  // acks, redeliveries, consumers joining or leaving
+  std::vector<std::shared_ptr<ConsumerState>> consumers;  // guarded by mu; in joining order
+  std::vector<std::unique_ptr<SubscriptionPartition>> parts;
+  uint32_t next_partition = 0;  // guarded by mu
+  bool torn_down = false;       // guarded by mu
+};
+
+// One batch for a consumer. `bytes` points into Delivered::read.
+struct DeliveryItem {
+  uint32_t partition = 0;
+  uint64_t offset = 0;
+  std::span<const char> bytes;
+  std::vector<uint32_t> acked;
+  bool redelivered = false;
+};
+
+struct Delivered {
+  std::optional<StreamReadResult> read;
+  std::vector<DeliveryItem> items;
+};
+
+struct TopicStatsData {
+  std::vector<StreamStats> partitions;
+  struct Sub {
+    std::string name;
+    std::optional<SubscriptionKind> kind;  // set while consumers are attached here
+    uint32_t consumers = 0;
+    uint64_t backlog = 0;
+    uint64_t unacked_delivered = 0;
+  };
+  std::vector<Sub> subscriptions;
+};
+
+struct BrokerOptions {
+  uint64_t max_unacked_per_consumer = 50000;
+  LogFunction log = StderrLog();
+};
+
+// Thread-safe.
+class Broker {
+ public:
+  Broker(LedgerSet* ledgers, MetadataStore* metadata, const BrokerOptions& options);
+  ~Broker();
+
+  absl::Status CreateTopic(std::string_view name, const TopicSettings& settings);
+  absl::Status DeleteTopic(std::string_view name);
+  absl::StatusOr<std::vector<std::pair<std::string, uint32_t>>> ListTopics();
+  absl::StatusOr<TopicStatsData> Stats(std::string_view name);
+  absl::Status SetRetention(std::string_view name, const RetentionPolicy& retention);
+  absl::StatusOr<std::vector<CompactionResult>> Compact(std::string_view name);
+  absl::StatusOr<CompactedReadResult> ReadCompacted(std::string_view name, uint32_t partition,
+                                                    uint64_t from_offset, uint64_t max_bytes);
+  absl::Status Unsubscribe(std::string_view topic, std::string_view subscription);
+
+  // Opens the topic (if not open) and counts one user of it; Release() when done.
+  absl::StatusOr<std::shared_ptr<Topic>> Acquire(std::string_view name);
+  void Release(Topic& topic) { topic.users.fetch_sub(1); }
+
+  // Joins (creating at `start` if needed) a subscription. The topic must be acquired.
+  absl::StatusOr<std::pair<std::shared_ptr<Subscription>, std::shared_ptr<ConsumerState>>>
+  Subscribe(Topic& topic, std::string_view subscription, SubscriptionKind kind,
+            const StartPosition& start, std::string_view consumer_name);
+  // The consumer leaves: what it holds goes to the others; the last one out persists the
+  // cursors and tears the subscription down.
+  void Leave(Topic& topic, const std::shared_ptr<Subscription>& sub, ConsumerState* consumer);
+
+  // Batches for `consumer`, at most max_bytes (at least one batch), waiting up to `wait`.
+  absl::StatusOr<Delivered> Receive(Topic& topic, Subscription& sub, ConsumerState* consumer,
+                                    uint64_t max_bytes, std::chrono::microseconds wait);
+  absl::Status Ack(Subscription& sub, uint32_t partition, std::span<const uint64_t> offsets);
+  absl::Status AckCumulative(Subscription& sub, uint32_t partition, uint64_t end);
+  void RedeliverUnacknowledged(Subscription& sub, ConsumerState* consumer);
+  absl::Status Persist(Subscription& sub);
+  // Persists every open subscription's cursors (the periodic tick).
+  void PersistAll();
+
+  // Topics open now, for rates and counters.
+  std::vector<std::shared_ptr<Topic>> OpenTopics();
+
+  // Persists cursors and closes every topic. Nothing may be attached any more.
+  void CloseAll();
+
+ private:
+  absl::StatusOr<std::shared_ptr<Topic>> OpenLocked(std::string_view name);  // mu_ held
+  absl::Status CloseTopic(Topic& topic);
+  Partition* CompactorOf(Topic& topic, uint32_t partition, absl::Status* status);
+  // Registers what a read returned as delivered to `consumer`; sub.mu held.
+  void Deliver(Subscription& sub, uint32_t index, ConsumerState* consumer, StreamReadResult read,
+               bool redelivered, Delivered& out, Topic& topic);
+  static void MoveToRedeliver(Subscription& sub, ConsumerState* consumer);  // sub.mu held
+  static void ReleaseIfAcked(SubscriptionPartition& part, std::map<uint64_t, Pending>::iterator it,
+                             Subscription& sub);  // sub.mu held
+
+  LedgerSet* const ledgers_;
+  MetadataStore* const metadata_;
+  const BrokerOptions options_;
+  Streams streams_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Topic>, std::less<>> topics_;  // guarded by mu_
+};
+
+}  // namespace cairn::net::internal

@@ -1,0 +1,707 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+#include "net/proxy/proxy.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "cairn/net/limits.h"
+#include "kj/debug.h"
+#include "net/net_status.h"
+#include "net/proxy/broker.h"
+#include "net/schema/proxy.capnp.h"
+#include "net/server_util.h"
+#include "net/store_node/thread_pool.h"
+
+namespace cairn::net {
+namespace {
+
+using internal::AppendGate;
+using internal::Broker;
+using internal::ConsumerState;
+using internal::Delivered;
+using internal::RunBlocking;
+using internal::Subscription;
+using internal::SubscriptionKind;
+using internal::ThreadPool;
+using internal::Throw;
+using internal::Topic;
+using Clock = std::chrono::steady_clock;
+
+std::string_view Text(capnp::Text::Reader text) { return {text.cStr(), text.size()}; }
+
+// Every blocking call answers with a status; this turns a failed one into the exception the
+// client decodes.
+constexpr auto ThrowIfError = [](const absl::Status& status) {
+  if (!status.ok()) Throw(status);
+};
+
+SubscriptionKind KindFrom(rpc::SubscriptionType type) {
+  switch (type) {
+    case rpc::SubscriptionType::EXCLUSIVE:
+      return SubscriptionKind::kExclusive;
+    case rpc::SubscriptionType::FAILOVER:
+      return SubscriptionKind::kFailover;
+    case rpc::SubscriptionType::SHARED:
+      return SubscriptionKind::kShared;
+  }
+  Throw(absl::InvalidArgumentError("unknown subscription type"));
+}
+
+rpc::SubscriptionType TypeOf(SubscriptionKind kind) {
+  switch (kind) {
+    case SubscriptionKind::kExclusive:
+      return rpc::SubscriptionType::EXCLUSIVE;
+    case SubscriptionKind::kFailover:
+      return rpc::SubscriptionType::FAILOVER;
+    case SubscriptionKind::kShared:
+      return rpc::SubscriptionType::SHARED;
+  }
+  return rpc::SubscriptionType::SHARED;
+}
+
+RetentionPolicy RetentionFrom(rpc::RetentionPolicy::Reader in) {
+  RetentionPolicy out;
+  if (in.getMaxAgeUs() < 0) Throw(absl::InvalidArgumentError("maxAgeUs must not be negative"));
+  if (in.getMaxAgeUs() > 0) out.max_age = std::chrono::microseconds(in.getMaxAgeUs());
+  if (in.getMaxBytes() > 0) out.max_bytes = in.getMaxBytes();
+  out.delete_acknowledged = in.getDeleteAcknowledged();
+  out.keep_unacknowledged = in.getKeepUnacknowledged();
+  return out;
+}
+
+StartPosition StartFrom(rpc::StartPosition::Reader in) {
+  switch (in.which()) {
+    case rpc::StartPosition::EARLIEST:
+      return StartPosition::Earliest();
+    case rpc::StartPosition::LATEST:
+      return StartPosition::Latest();
+    case rpc::StartPosition::OFFSET:
+      return StartPosition::Offset(in.getOffset());
+    case rpc::StartPosition::TIME_US:
+      return StartPosition::Time(in.getTimeUs());
+  }
+  Throw(absl::InvalidArgumentError("unknown start position"));
+}
+
+// Rates over the last few ticks, from counters sampled once a tick. Event-loop only.
+struct RateSample {
+  Clock::time_point at;
+  uint64_t messages_in = 0;
+  uint64_t bytes_in = 0;
+  uint64_t messages_out = 0;
+};
+constexpr size_t kRateSamples = 6;
+
+// What every capability of the proxy shares. Event-loop only, except the broker, the pools and
+// the atomics.
+struct Service : public kj::TaskSet::ErrorHandler {
+  Service(LedgerSet* ledgers, MetadataStore* metadata, const ProxyOptions& options)
+      : options(options),
+        broker(ledgers, metadata,
+               internal::BrokerOptions{.max_unacked_per_consumer = options.max_unacked_per_consumer,
+                                       .log = options.log}),
+        blocking(options.blocking_threads),
+        receives(options.receive_threads),
+        gate(options.max_in_flight_send_bytes),
+        tasks(*this) {}
+
+  void taskFailed(kj::Exception&& exception) override {
+    options.log(LogLevel::kWarning,
+                absl::StrCat("proxy: ", ExceptionToStatus(exception).ToString()));
+  }
+
+  kj::Promise<void> WhenIdle() {
+    if (sends_in_flight == 0) return kj::READY_NOW;
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    idle_waiters.push_back(kj::mv(paf.fulfiller));
+    return kj::mv(paf.promise);
+  }
+  void SendDone() {
+    if (--sends_in_flight == 0) {
+      for (auto& waiter : idle_waiters) waiter->fulfill();
+      idle_waiters.clear();
+    }
+  }
+
+  void RecordLatency(Clock::duration latency) {
+    const uint64_t us = std::chrono::duration_cast<std::chrono::microseconds>(latency).count();
+    size_t bucket = 0;
+    while (bucket < std::size(ProxyServer::kSendLatencyBoundsUs) &&
+           us > ProxyServer::kSendLatencyBoundsUs[bucket]) {
+      ++bucket;
+    }
+    latency_buckets[bucket].fetch_add(1, std::memory_order_relaxed);
+    latency_sum_us.fetch_add(us, std::memory_order_relaxed);
+  }
+
+  const ProxyOptions options;
+  Broker broker;
+  ThreadPool blocking;
+  ThreadPool receives;
+  AppendGate gate;
+  kj::TaskSet tasks;  // send completions, which outlive the calls that started them
+  uint64_t sends_in_flight = 0;
+  std::vector<kj::Own<kj::PromiseFulfiller<void>>> idle_waiters;
+  std::map<std::string, std::deque<RateSample>> rates;  // by topic
+
+  std::atomic<uint64_t> sends{0}, sends_failed{0}, acks{0}, redeliveries{0};
+  std::atomic<uint64_t> bytes_out{0};
+  std::atomic<uint64_t> producers{0}, consumers{0};
+  std::atomic<uint64_t> latency_buckets[std::size(ProxyServer::kSendLatencyBoundsUs) + 1] = {};
+  std::atomic<uint64_t> latency_sum_us{0};
+};
+
+// ---- Producer ---------------------------------------------------------------------------------
+
+// Shared by the capability and its sends in flight: the topic stays acquired (and its streams
+// open) until the last send completed.
+struct ProducerState {
+  ProducerState(Service& service, std::shared_ptr<Topic> topic)
+      : service(service), topic(std::move(topic)) {
+    service.producers.fetch_add(1);
+  }
+  ~ProducerState() {
+    service.producers.fetch_sub(1);
+    service.broker.Release(*topic);
+  }
+  kj::Promise<void> WhenIdle() {
+    if (in_flight == 0) return kj::READY_NOW;
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    idle_waiters.push_back(kj::mv(paf.fulfiller));
+    return kj::mv(paf.promise);
+  }
+
+  Service& service;
+  std::shared_ptr<Topic> topic;
+  uint64_t in_flight = 0;
+  absl::Status first_error;  // among sends since the last flush
+  std::vector<kj::Own<kj::PromiseFulfiller<void>>> idle_waiters;
+};
+
+class ProducerImpl final : public rpc::Producer::Server {
+ public:
+  explicit ProducerImpl(std::shared_ptr<ProducerState> state) : state_(std::move(state)) {}
+
+ protected:
+  kj::Promise<void> send(SendContext context) override {
+    auto params = context.getParams();
+    const uint32_t partition = params.getPartition();
+    Topic& topic = *state_->topic;
+    if (partition >= topic.partitions.size()) {
+      Throw(absl::InvalidArgumentError(
+          absl::StrCat("topic ", topic.name, " has ", topic.partitions.size(),
+                       " partitions; there is no partition ", partition)));
+    }
+    capnp::Data::Reader batch = params.getBatch();
+    if (batch.size() > kMaxBatchBytes) {
+      Throw(absl::InvalidArgumentError(absl::StrCat(
+          "a batch of ", batch.size(), " bytes is over the limit of ", kMaxBatchBytes)));
+    }
+    Service& service = state_->service;
+    const Clock::time_point arrived = Clock::now();
+    auto reply = kj::newPromiseAndFulfiller<absl::StatusOr<StreamAppendResult>>();
+    const uint64_t bytes = batch.size();
+    ++state_->in_flight;
+    ++service.sends_in_flight;
+    if (service.gate.TryStart(bytes)) {
+      Start(state_, partition,
+            std::span<const char>(reinterpret_cast<const char*>(batch.begin()), batch.size()),
+            kj::mv(reply.fulfiller));
+    } else {
+      // Over the budget: keep a copy, since a cancelled call takes its parameters with it.
+      kj::Array<char> copy =
+          kj::heapArray<char>(reinterpret_cast<const char*>(batch.begin()), batch.size());
+      service.gate.Enqueue(bytes, [state = state_, partition, copy = kj::mv(copy),
+                                   fulfiller = kj::mv(reply.fulfiller)]() mutable {
+        Start(state, partition, std::span<const char>(copy.begin(), copy.size()),
+              kj::mv(fulfiller));
+      });
+    }
+    return reply.promise.then(
+        [&service, arrived, context](absl::StatusOr<StreamAppendResult> result) mutable {
+          service.RecordLatency(Clock::now() - arrived);
+          if (!result.ok()) Throw(result.status());
+          context.getResults().setFirstOffset(result->first_offset);
+          context.getResults().setLastOffset(result->last_offset);
+        });
+  }
+
+  kj::Promise<void> flush(FlushContext) override {
+    return state_->WhenIdle().then([state = state_]() {
+      absl::Status error = std::exchange(state->first_error, absl::OkStatus());
+      if (!error.ok()) Throw(error);
+    });
+  }
+
+ private:
+  // Hands one batch to its partition's stream; its bytes have been counted by the gate.
+  static void Start(std::shared_ptr<ProducerState> state, uint32_t partition,
+                    std::span<const char> batch,
+                    kj::Own<kj::PromiseFulfiller<absl::StatusOr<StreamAppendResult>>> reply) {
+    Service& service = state->service;
+    auto done = kj::newPromiseAndCrossThreadFulfiller<absl::StatusOr<StreamAppendResult>>();
+    auto fulfiller = std::make_shared<
+        kj::Own<kj::CrossThreadPromiseFulfiller<absl::StatusOr<StreamAppendResult>>>>(
+        kj::mv(done.fulfiller));
+    const uint64_t bytes = batch.size();
+    state->topic->partitions[partition]->stream->AppendAsync(
+        batch, [fulfiller](absl::StatusOr<StreamAppendResult> result) {
+          (*fulfiller)->fulfill(std::move(result));
+        });
+    service.tasks.add(
+        done.promise.then([&service, state = std::move(state), bytes, reply = kj::mv(reply)](
+                              absl::StatusOr<StreamAppendResult> result) mutable {
+          service.sends.fetch_add(1, std::memory_order_relaxed);
+          if (result.ok()) {
+            Topic& topic = *state->topic;
+            topic.messages_in.fetch_add(result->last_offset - result->first_offset + 1,
+                                        std::memory_order_relaxed);
+            topic.bytes_in.fetch_add(bytes, std::memory_order_relaxed);
+          } else {
+            service.sends_failed.fetch_add(1, std::memory_order_relaxed);
+            if (state->first_error.ok()) state->first_error = result.status();
+          }
+          if (--state->in_flight == 0) {
+            for (auto& waiter : state->idle_waiters) waiter->fulfill();
+            state->idle_waiters.clear();
+          }
+          reply->fulfill(std::move(result));
+          service.SendDone();
+          service.gate.Release(bytes);  // may start waiting sends
+        }));
+  }
+
+  std::shared_ptr<ProducerState> state_;
+};
+
+// ---- Consumer ---------------------------------------------------------------------------------
+
+class ConsumerImpl final : public rpc::Consumer::Server {
+ public:
+  ConsumerImpl(Service& service, std::shared_ptr<Topic> topic, std::shared_ptr<Subscription> sub,
+               std::shared_ptr<ConsumerState> consumer)
+      : service_(service),
+        topic_(std::move(topic)),
+        sub_(std::move(sub)),
+        consumer_(std::move(consumer)) {
+    service_.consumers.fetch_add(1);
+  }
+
+  // Leaving may persist cursors: on a pool thread, never on the loop.
+  ~ConsumerImpl() {
+    service_.consumers.fetch_sub(1);
+    service_.blocking.Submit(
+        [&service = service_, topic = topic_, sub = sub_, consumer = consumer_]() {
+          service.broker.Leave(*topic, sub, consumer.get());
+          service.broker.Release(*topic);
+        });
+  }
+
+ protected:
+  kj::Promise<void> receive(ReceiveContext context) override {
+    const uint64_t max_bytes = std::min(context.getParams().getMaxBytes(), kMaxReadBytes);
+    const auto wait =
+        std::chrono::microseconds(std::min(context.getParams().getWaitUs(), kMaxWaitSliceUs));
+    return RunBlocking(service_.receives,
+                       [&service = service_, topic = topic_, sub = sub_, consumer = consumer_,
+                        max_bytes, wait]() {
+                         return service.broker.Receive(*topic, *sub, consumer.get(), max_bytes,
+                                                       wait);
+                       })
+        .then([&service = service_, context](absl::StatusOr<Delivered> delivered) mutable {
+          if (!delivered.ok()) Throw(delivered.status());
+          auto out = context.getResults().initDeliveries(delivered->items.size());
+          for (size_t i = 0; i < delivered->items.size(); ++i) {
+            const internal::DeliveryItem& item = delivered->items[i];
+            auto d = out[i];
+            d.setPartition(item.partition);
+            d.setOffset(item.offset);
+            d.setBatch(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(item.bytes.data()),
+                                           item.bytes.size()));
+            auto acked = d.initAcked(item.acked.size());
+            for (size_t j = 0; j < item.acked.size(); ++j) acked.set(j, item.acked[j]);
+            d.setRedelivered(item.redelivered);
+            service.bytes_out.fetch_add(item.bytes.size(), std::memory_order_relaxed);
+            if (item.redelivered) service.redeliveries.fetch_add(1, std::memory_order_relaxed);
+          }
+        });
+  }
+
+  kj::Promise<void> ack(AckContext context) override {
+    const uint32_t partition = context.getParams().getPartition();
+    auto offsets_in = context.getParams().getOffsets();
+    std::vector<uint64_t> offsets;
+    offsets.reserve(offsets_in.size());
+    for (uint64_t offset : offsets_in) offsets.push_back(offset);
+    service_.acks.fetch_add(offsets.size(), std::memory_order_relaxed);
+    return RunBlocking(
+               service_.blocking,
+               [&service = service_, sub = sub_, partition, offsets = std::move(offsets)]() {
+                 return service.broker.Ack(*sub, partition, offsets);
+               })
+        .then(ThrowIfError);
+  }
+
+  kj::Promise<void> ackCumulative(AckCumulativeContext context) override {
+    const uint32_t partition = context.getParams().getPartition();
+    const uint64_t end = context.getParams().getEnd();
+    return RunBlocking(service_.blocking,
+                       [&service = service_, sub = sub_, partition, end]() {
+                         return service.broker.AckCumulative(*sub, partition, end);
+                       })
+        .then(ThrowIfError);
+  }
+
+  kj::Promise<void> redeliverUnacknowledged(RedeliverUnacknowledgedContext) override {
+    return RunBlocking(service_.blocking,
+                       [&service = service_, sub = sub_, consumer = consumer_]() {
+                         service.broker.RedeliverUnacknowledged(*sub, consumer.get());
+                         return absl::OkStatus();
+                       })
+        .then(ThrowIfError);
+  }
+
+  kj::Promise<void> persist(PersistContext) override {
+    return RunBlocking(service_.blocking,
+                       [&service = service_, sub = sub_]() { return service.broker.Persist(*sub); })
+        .then(ThrowIfError);
+  }
+
+ private:
+  Service& service_;
+  std::shared_ptr<Topic> topic_;
+  std::shared_ptr<Subscription> sub_;
+  std::shared_ptr<ConsumerState> consumer_;
+};
+
+// ---- Proxy ------------------------------------------------------------------------------------
+
+class ProxyImpl final : public rpc::Proxy::Server {
+ public:
+  explicit ProxyImpl(Service& service) : service_(service) {}
+
+ protected:
+  kj::Promise<void> createTopic(CreateTopicContext context) override {
+    const std::string name(Text(context.getParams().getName()));
+    auto options = context.getParams().getOptions();
+    internal::TopicSettings settings{.partitions = options.getPartitions(),
+                                     .ledger_max_bytes = options.getLedgerMaxBytes(),
+                                     .retention = RetentionFrom(options.getRetention())};
+    return RunBlocking(service_.blocking,
+                       [&broker = service_.broker, name, settings]() {
+                         return broker.CreateTopic(name, settings);
+                       })
+        .then(ThrowIfError);
+  }
+
+  kj::Promise<void> deleteTopic(DeleteTopicContext context) override {
+    const std::string name(Text(context.getParams().getName()));
+    return RunBlocking(service_.blocking,
+                       [&broker = service_.broker, name]() { return broker.DeleteTopic(name); })
+        .then(ThrowIfError);
+  }
+
+  kj::Promise<void> listTopics(ListTopicsContext context) override {
+    return RunBlocking(service_.blocking,
+                       [&broker = service_.broker]() { return broker.ListTopics(); })
+        .then([context](
+                  absl::StatusOr<std::vector<std::pair<std::string, uint32_t>>> topics) mutable {
+          if (!topics.ok()) Throw(topics.status());
+          auto out = context.getResults().initTopics(topics->size());
+          for (size_t i = 0; i < topics->size(); ++i) {
+            out[i].setName((*topics)[i].first);
+            out[i].setPartitions((*topics)[i].second);
+          }
+        });
+  }
+
+  kj::Promise<void> topicStats(TopicStatsContext context) override {
+    const std::string name(Text(context.getParams().getName()));
+    return RunBlocking(service_.blocking,
+                       [&broker = service_.broker, name]() { return broker.Stats(name); })
+        .then([&service = service_, name,
+               context](absl::StatusOr<internal::TopicStatsData> stats) mutable {
+          if (!stats.ok()) Throw(stats.status());
+          auto out = context.getResults().initStats();
+          out.setName(name);
+          auto partitions = out.initPartitions(stats->partitions.size());
+          for (size_t i = 0; i < stats->partitions.size(); ++i) {
+            const StreamStats& s = stats->partitions[i];
+            partitions[i].setPartition(i);
+            partitions[i].setFirstOffset(s.first_offset);
+            partitions[i].setEndOffset(s.end_offset);
+            partitions[i].setDurableEndOffset(s.durable_end_offset);
+            partitions[i].setLedgers(s.ledgers);
+            partitions[i].setSizeBytes(s.size_bytes);
+          }
+          auto subs = out.initSubscriptions(stats->subscriptions.size());
+          for (size_t i = 0; i < stats->subscriptions.size(); ++i) {
+            const auto& s = stats->subscriptions[i];
+            subs[i].setName(s.name);
+            subs[i].setType(TypeOf(s.kind.value_or(SubscriptionKind::kShared)));
+            subs[i].setConsumers(s.consumers);
+            subs[i].setBacklog(s.backlog);
+            subs[i].setUnackedDelivered(s.unacked_delivered);
+          }
+          FillRates(service, name, out);
+        });
+  }
+
+  kj::Promise<void> compact(CompactContext context) override {
+    const std::string name(Text(context.getParams().getName()));
+    return RunBlocking(service_.blocking,
+                       [&broker = service_.broker, name]() { return broker.Compact(name); })
+        .then([context](absl::StatusOr<std::vector<CompactionResult>> results) mutable {
+          if (!results.ok()) Throw(results.status());
+          auto out = context.getResults().initReports(results->size());
+          for (size_t i = 0; i < results->size(); ++i) {
+            const CompactionResult& r = (*results)[i];
+            out[i].setPartition(i);
+            out[i].setCompacted(r.compacted);
+            out[i].setHorizon(r.horizon);
+            out[i].setInputEntries(r.input_entries);
+            out[i].setOutputEntries(r.output_entries);
+            out[i].setInputBytes(r.input_bytes);
+            out[i].setOutputBytes(r.output_bytes);
+            out[i].setDurationUs(r.duration.count());
+          }
+        });
+  }
+
+  kj::Promise<void> setRetention(SetRetentionContext context) override {
+    const std::string name(Text(context.getParams().getName()));
+    const RetentionPolicy retention = RetentionFrom(context.getParams().getRetention());
+    return RunBlocking(service_.blocking,
+                       [&broker = service_.broker, name, retention]() {
+                         return broker.SetRetention(name, retention);
+                       })
+        .then(ThrowIfError);
+  }
+
+  kj::Promise<void> openProducer(OpenProducerContext context) override {
+    const std::string name(Text(context.getParams().getTopic()));
+    return RunBlocking(service_.blocking,
+                       [&broker = service_.broker, name]() { return broker.Acquire(name); })
+        .then([&service = service_, context](absl::StatusOr<std::shared_ptr<Topic>> topic) mutable {
+          if (!topic.ok()) Throw(topic.status());
+          const uint32_t partitions = (*topic)->partitions.size();
+          auto state = std::make_shared<ProducerState>(service, *std::move(topic));
+          context.getResults().setProducer(kj::heap<ProducerImpl>(std::move(state)));
+          context.getResults().setPartitions(partitions);
+        });
+  }
+
+  kj::Promise<void> subscribe(SubscribeContext context) override {
+    auto params = context.getParams();
+    const std::string topic_name(Text(params.getTopic()));
+    const std::string subscription(Text(params.getSubscription()));
+    const std::string consumer_name(Text(params.getConsumerName()));
+    const SubscriptionKind kind = KindFrom(params.getType());
+    const StartPosition start = StartFrom(params.getStart());
+    if (subscription.empty() || subscription.size() > kMaxCursorNameBytes) {
+      Throw(absl::InvalidArgumentError(
+          absl::StrCat("a subscription name has 1 to ", kMaxCursorNameBytes, " bytes")));
+    }
+    struct Joined {
+      absl::Status status;
+      std::shared_ptr<Topic> topic;
+      std::shared_ptr<Subscription> sub;
+      std::shared_ptr<ConsumerState> consumer;
+    };
+    return RunBlocking(
+               service_.blocking,
+               [&broker = service_.broker, topic_name, subscription, consumer_name, kind, start]() {
+                 Joined joined;
+                 absl::StatusOr<std::shared_ptr<Topic>> topic = broker.Acquire(topic_name);
+                 if (!topic.ok()) {
+                   joined.status = topic.status();
+                   return joined;
+                 }
+                 auto sub = broker.Subscribe(**topic, subscription, kind, start, consumer_name);
+                 if (!sub.ok()) {
+                   broker.Release(**topic);
+                   joined.status = sub.status();
+                   return joined;
+                 }
+                 joined.topic = *std::move(topic);
+                 joined.sub = std::move(sub->first);
+                 joined.consumer = std::move(sub->second);
+                 return joined;
+               })
+        .then([&service = service_, context](Joined joined) mutable {
+          ThrowIfError(joined.status);
+          const uint32_t partitions = joined.topic->partitions.size();
+          context.getResults().setConsumer(kj::heap<ConsumerImpl>(
+              service, std::move(joined.topic), std::move(joined.sub), std::move(joined.consumer)));
+          context.getResults().setPartitions(partitions);
+        });
+  }
+
+  kj::Promise<void> unsubscribe(UnsubscribeContext context) override {
+    const std::string topic(Text(context.getParams().getTopic()));
+    const std::string subscription(Text(context.getParams().getSubscription()));
+    return RunBlocking(service_.blocking,
+                       [&broker = service_.broker, topic, subscription]() {
+                         return broker.Unsubscribe(topic, subscription);
+                       })
+        .then(ThrowIfError);
+  }
+
+  kj::Promise<void> readCompacted(ReadCompactedContext context) override {
+    auto params = context.getParams();
+    const std::string topic(Text(params.getTopic()));
+    const uint32_t partition = params.getPartition();
+    const uint64_t from = params.getFromOffset();
+    const uint64_t max_bytes = std::min(params.getMaxBytes(), kMaxReadBytes);
+    return RunBlocking(service_.blocking,
+                       [&broker = service_.broker, topic, partition, from, max_bytes]() {
+                         return broker.ReadCompacted(topic, partition, from, max_bytes);
+                       })
+        .then([context](absl::StatusOr<CompactedReadResult> result) mutable {
+          if (!result.ok()) Throw(result.status());
+          auto out = context.getResults().initMessages(result->entries().size());
+          for (size_t i = 0; i < result->entries().size(); ++i) {
+            const CompactedEntry& e = result->entries()[i];
+            out[i].setOffset(e.offset);
+            out[i].setHasKey(e.entry.key.has_value());
+            if (e.entry.key) {
+              out[i].setKey(capnp::Data::Reader(
+                  reinterpret_cast<const capnp::byte*>(e.entry.key->data()), e.entry.key->size()));
+            }
+            out[i].setValue(capnp::Data::Reader(
+                reinterpret_cast<const capnp::byte*>(e.entry.value.data()), e.entry.value.size()));
+            out[i].setTimestampUs(e.entry.timestamp_us);
+          }
+          context.getResults().setNextOffset(result->next_offset());
+        });
+  }
+
+ private:
+  static void FillRates(Service& service, const std::string& name, rpc::TopicStats::Builder out) {
+    auto it = service.rates.find(name);
+    if (it == service.rates.end() || it->second.empty()) return;
+    const RateSample& last = it->second.back();
+    out.setMessagesIn(last.messages_in);
+    out.setBytesIn(last.bytes_in);
+    out.setMessagesOut(last.messages_out);
+    const RateSample& first = it->second.front();
+    const double seconds = std::chrono::duration<double>(last.at - first.at).count();
+    if (seconds <= 0) return;
+    out.setMessagesInRate((last.messages_in - first.messages_in) / seconds);
+    out.setBytesInRate((last.bytes_in - first.bytes_in) / seconds);
+    out.setMessagesOutRate((last.messages_out - first.messages_out) / seconds);
+  }
+
+  Service& service_;
+};
+
+}  // namespace
+
+struct ProxyServer::Impl {
+  Impl(LedgerSet* ledgers, MetadataStore* metadata, kj::Timer& timer, const ProxyOptions& options)
+      : service(ledgers, metadata, options),
+        connections([this]() -> capnp::Capability::Client { return kj::heap<ProxyImpl>(service); },
+                    options.log, "proxy"),
+        ticker(Tick(timer).eagerlyEvaluate(nullptr)) {}
+
+  // Samples rates and persists acknowledgements once a tick.
+  kj::Promise<void> Tick(kj::Timer& timer) {
+    return timer.afterDelay(service.options.tick.count() * kj::MILLISECONDS).then([this, &timer]() {
+      const Clock::time_point now = Clock::now();
+      std::map<std::string, std::deque<RateSample>> rates;
+      for (const std::shared_ptr<Topic>& topic : service.broker.OpenTopics()) {
+        std::deque<RateSample>& samples = rates[topic->name];
+        if (auto it = service.rates.find(topic->name); it != service.rates.end()) {
+          samples = std::move(it->second);
+        }
+        samples.push_back(
+            {now, topic->messages_in.load(), topic->bytes_in.load(), topic->messages_out.load()});
+        if (samples.size() > kRateSamples) samples.pop_front();
+      }
+      service.rates = std::move(rates);
+      if (!persisting) {
+        persisting = true;
+        service.tasks.add(RunBlocking(service.blocking, [&broker = service.broker]() {
+                            broker.PersistAll();
+                            return true;
+                          }).then([this](bool) { persisting = false; }));
+      }
+      return Tick(timer);
+    });
+  }
+
+  Service service;
+  internal::ConnectionSet connections;
+  bool persisting = false;
+  kj::Maybe<kj::Promise<void>> ticker;
+};
+
+ProxyServer::ProxyServer(LedgerSet* ledgers, MetadataStore* metadata, kj::Timer& timer,
+                         const ProxyOptions& options)
+    : impl_(std::make_unique<Impl>(ledgers, metadata, timer, options)) {}
+
+ProxyServer::~ProxyServer() {
+  // Connections first: their capabilities borrow the service.
+  impl_->connections.DropAll();
+  impl_->ticker = nullptr;
+  impl_->service.receives.Stop();
+  impl_->service.blocking.Stop();
+  impl_->service.broker.CloseAll();
+}
+
+void ProxyServer::Listen(kj::ConnectionReceiver& listener) { impl_->connections.Listen(listener); }
+
+void ProxyServer::Accept(kj::Own<kj::AsyncIoStream> connection) {
+  impl_->connections.Accept(kj::mv(connection));
+}
+
+ProxyCounters ProxyServer::counters() const {
+  const Service& s = impl_->service;
+  ProxyCounters c;
+  for (const std::shared_ptr<Topic>& topic : impl_->service.broker.OpenTopics()) {
+    c.messages_in += topic->messages_in.load(std::memory_order_relaxed);
+    c.bytes_in += topic->bytes_in.load(std::memory_order_relaxed);
+    c.messages_out += topic->messages_out.load(std::memory_order_relaxed);
+    ++c.topics_open;
+  }
+  c.bytes_out = s.bytes_out.load(std::memory_order_relaxed);
+  c.sends = s.sends.load(std::memory_order_relaxed);
+  c.sends_failed = s.sends_failed.load(std::memory_order_relaxed);
+  c.acks = s.acks.load(std::memory_order_relaxed);
+  c.redeliveries = s.redeliveries.load(std::memory_order_relaxed);
+  c.connections = impl_->connections.open();
+  c.producers = s.producers.load(std::memory_order_relaxed);
+  c.consumers = s.consumers.load(std::memory_order_relaxed);
+  return c;
+}
+
+std::vector<uint64_t> ProxyServer::send_latency_buckets() const {
+  std::vector<uint64_t> buckets;
+  for (const auto& bucket : impl_->service.latency_buckets) {
+    buckets.push_back(bucket.load(std::memory_order_relaxed));
+  }
+  return buckets;
+}
+
+uint64_t ProxyServer::send_latency_sum_us() const {
+  return impl_->service.latency_sum_us.load(std::memory_order_relaxed);
+}
+
+kj::Promise<void> ProxyServer::Shutdown() {
+  impl_->connections.DropAll();
+  impl_->ticker = nullptr;
+  return impl_->service.WhenIdle().then([this]() {
+    // Receives wait at most kMaxWaitSliceUs; the consumers' leaving tasks persist cursors.
+    impl_->service.receives.Stop();
+    impl_->service.blocking.Stop();
+    impl_->service.broker.CloseAll();
+  });
+}
+
+}  // namespace cairn::net

@@ -1,0 +1,97 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// The proxy service: topics, producers and subscriptions (net/schema/proxy.capnp) served from
+// streams over a LedgerSet and a MetadataStore. The proxy keeps no durable state of its own: a
+// topic's record, its streams' records and its cursors live in the metadata store, its ledgers
+// in the ledger set (a local Store in `cairnd standalone`, store nodes in `cairnd proxy`). Kill a
+// proxy, start another on the same ledgers and metadata, and it carries on from what was
+// acknowledged.
+//
+// Threading (docs/network.md). The service lives on one KJ event loop:
+//  - Sends go to Stream::AppendAsync from the loop; completions come back through cross-thread
+//    fulfillers. What is handed to the streams and not yet acknowledged stays below
+//    max_in_flight_send_bytes; further sends queue in arrival order.
+//  - Opening topics, admin calls and acknowledgements (which may persist a cursor) run on a
+//    fixed pool of threads; receive calls, which wait for messages, on a pool of their own.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "cairn/log.h"
+#include "cairn/metadata.h"
+#include "cairn/store.h"
+#include "kj/async-io.h"
+#include "kj/timer.h"
+
+namespace cairn::net {
+
+struct ProxyOptions {
+  // Threads for blocking calls: opening topics and subscriptions, admin, acknowledgements.
+  uint32_t blocking_threads = 4;
+  // Threads for receive calls; more waiting calls queue.
+  uint32_t receive_threads = 16;
+  // Bytes of sends handed to the streams and not yet acknowledged. Keep it below what the
+  // ledger set accepts without blocking (half a local store's max_in_flight_bytes, or a remote
+  // one's kMaxClientInFlightBytes), or a send would block the event loop.
+  uint64_t max_in_flight_send_bytes = uint64_t{16} << 20;
+  // Messages one consumer may hold delivered and unacknowledged; receive waits beyond it.
+  uint64_t max_unacked_per_consumer = 50000;
+  // How often acknowledgements are persisted, at the latest, and rates sampled.
+  std::chrono::milliseconds tick = std::chrono::seconds(1);
+  LogFunction log = StderrLog();
+};
+
+// Counters a daemon may export (all since the proxy started).
+struct ProxyCounters {
+  uint64_t messages_in = 0;
+  uint64_t bytes_in = 0;
+  uint64_t messages_out = 0;
+  uint64_t bytes_out = 0;
+  uint64_t sends = 0;
+  uint64_t sends_failed = 0;
+  uint64_t acks = 0;
+  uint64_t redeliveries = 0;  // batches delivered again
+  uint64_t connections = 0;   // open now
+  uint64_t producers = 0;     // open now
+  uint64_t consumers = 0;     // open now
+  uint64_t topics_open = 0;   // now
+};
+
+// Serves topics on the calling thread's KJ event loop. The ledger set and metadata store are
+// borrowed and must outlive this object; create, use and destroy it on the loop's thread.
+class ProxyServer {
+ public:
+  // `timer` (the loop's) paces the periodic work: persisting acknowledgements, sampling rates.
+  ProxyServer(LedgerSet* ledgers, MetadataStore* metadata, kj::Timer& timer,
+              const ProxyOptions& options);
+  ~ProxyServer();
+  ProxyServer(const ProxyServer&) = delete;
+  ProxyServer& operator=(const ProxyServer&) = delete;
+
+  // Accepts connections from `listener` (borrowed; it must outlive the server or Shutdown()).
+  void Listen(kj::ConnectionReceiver& listener);
+  void Accept(kj::Own<kj::AsyncIoStream> connection);
+
+  // Thread-safe.
+  ProxyCounters counters() const;
+  // Send latency (arrival to acknowledgement) histogram: counts per bucket with upper bounds
+  // kSendLatencyBoundsUs, plus one for larger values. Thread-safe.
+  static constexpr uint64_t kSendLatencyBoundsUs[] = {100,   250,   500,   1000,   2500,   5000,
+                                                      10000, 25000, 50000, 100000, 250000, 1000000};
+  std::vector<uint64_t> send_latency_buckets() const;
+  uint64_t send_latency_sum_us() const;
+
+  // Stops accepting, closes every connection, waits for the sends in flight, persists every
+  // cursor and closes the topics' streams. The ledger set and metadata may be closed when the
+  // promise resolves.
+  kj::Promise<void> Shutdown();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cairn::net

@@ -1,0 +1,155 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// What the RPC services (the store node, the proxy) share: status exceptions, the frame and
+// flow limits of a connection, and the gate that bounds appends in flight.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "cairn/log.h"
+#include "cairn/net/limits.h"
+#include "capnp/rpc-twoparty.h"
+#include "kj/async-io.h"
+#include "kj/function.h"
+#include "net/net_status.h"
+
+namespace cairn::net::internal {
+
+[[noreturn]] inline void Throw(const absl::Status& status) {
+  kj::throwFatalException(StatusToException(status));
+}
+
+// Cap'n Proto's traversal limit doubles as the frame limit: a reader refuses a message whose
+// header declares more words, before allocating it.
+inline capnp::ReaderOptions MessageLimits() {
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = kMaxMessageBytes / sizeof(capnp::word);
+  return options;
+}
+
+// Appends handed to the store and not yet complete, across a service, in bytes. An append that
+// does not fit waits, with its bytes copied, until completions make room; waiting appends start
+// strictly in arrival order, so the appends of one writer keep their order. Event-loop only.
+class AppendGate {
+ public:
+  explicit AppendGate(uint64_t max_bytes) : max_bytes_(std::max<uint64_t>(max_bytes, 1)) {}
+
+  // True if an append of `bytes` may start now (the bytes are counted); otherwise the caller
+  // must Enqueue it.
+  bool TryStart(uint64_t bytes) {
+    if (!waiting_.empty() || !Fits(bytes)) return false;
+    in_flight_bytes_ += bytes;
+    return true;
+  }
+  // `start` runs (from a later Release) once the bytes fit; they are counted by then.
+  void Enqueue(uint64_t bytes, kj::Function<void()> start) {
+    waiting_.push_back({bytes, kj::mv(start)});
+  }
+  void Release(uint64_t bytes) {
+    in_flight_bytes_ -= bytes;
+    while (!waiting_.empty() && Fits(waiting_.front().bytes)) {
+      Waiting next = kj::mv(waiting_.front());
+      waiting_.pop_front();
+      in_flight_bytes_ += next.bytes;
+      next.start();
+    }
+  }
+
+ private:
+  struct Waiting {
+    uint64_t bytes;
+    kj::Function<void()> start;
+  };
+  // One append larger than the whole budget may still run alone.
+  bool Fits(uint64_t bytes) const {
+    return in_flight_bytes_ == 0 || in_flight_bytes_ + bytes <= max_bytes_;
+  }
+
+  const uint64_t max_bytes_;
+  uint64_t in_flight_bytes_ = 0;
+  std::deque<Waiting> waiting_;
+};
+
+// One client connection: its own RPC system, with the frame and flow limits.
+struct Connection {
+  Connection(kj::Own<kj::AsyncIoStream> stream_in, capnp::Capability::Client bootstrap)
+      : stream(kj::mv(stream_in)),
+        network(*stream, capnp::rpc::twoparty::Side::SERVER, MessageLimits()),
+        rpc(capnp::makeRpcServer(network, kj::mv(bootstrap))) {
+    rpc.setFlowLimit(kMaxConnectionInFlightBytes / sizeof(capnp::word));
+  }
+
+  kj::Own<kj::AsyncIoStream> stream;
+  capnp::TwoPartyVatNetwork network;
+  capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
+};
+
+// The connections of one service: accepts them from listeners and serves each with its own
+// RPC system and a fresh bootstrap capability. Event-loop only.
+class ConnectionSet : public kj::TaskSet::ErrorHandler {
+ public:
+  using BootstrapFactory = kj::Function<capnp::Capability::Client()>;
+  ConnectionSet(BootstrapFactory bootstrap, LogFunction log, std::string what)
+      : bootstrap_(kj::mv(bootstrap)),
+        log_(std::move(log)),
+        what_(std::move(what)),
+        listeners_(kj::heap<kj::TaskSet>(*this)),
+        connections_(kj::heap<kj::TaskSet>(*this)) {}
+
+  void taskFailed(kj::Exception&& exception) override {
+    log_(LogLevel::kWarning, absl::StrCat(what_, ": ", ExceptionToStatus(exception).ToString()));
+  }
+
+  // Accepts from `listener` (borrowed; it must outlive this object or DropAll()).
+  void Listen(kj::ConnectionReceiver& listener) {
+    if (closed_) return;
+    listeners_->add(AcceptLoop(listener));
+  }
+
+  // The connection lives until it disconnects or DropAll().
+  void Accept(kj::Own<kj::AsyncIoStream> stream) {
+    if (closed_) return;
+    auto connection = kj::heap<Connection>(kj::mv(stream), bootstrap_());
+    ++open_;
+    kj::Promise<void> disconnected = connection->network.onDisconnect();
+    connections_->add(disconnected.attach(kj::mv(connection), kj::defer([this] { --open_; })));
+  }
+
+  // Stops accepting and closes every connection: dropping a task set cancels its tasks, the
+  // accept loops and the connections with their capabilities.
+  void DropAll() {
+    closed_ = true;
+    listeners_ = nullptr;
+    connections_ = nullptr;
+  }
+
+  // Connections open now.
+  // Connections open now. Thread-safe.
+  uint64_t open() const { return open_.load(std::memory_order_relaxed); }
+
+ private:
+  kj::Promise<void> AcceptLoop(kj::ConnectionReceiver& listener) {
+    return listener.accept().then([this, &listener](kj::Own<kj::AsyncIoStream> stream) {
+      if (closed_) return kj::Promise<void>(kj::READY_NOW);
+      Accept(kj::mv(stream));
+      return AcceptLoop(listener);
+    });
+  }
+
+  BootstrapFactory bootstrap_;
+  const LogFunction log_;
+  const std::string what_;
+  kj::Own<kj::TaskSet> listeners_;
+  kj::Own<kj::TaskSet> connections_;
+  bool closed_ = false;
+  std::atomic<uint64_t> open_{0};
+};
+
+}  // namespace cairn::net::internal

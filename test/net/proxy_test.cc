@@ -1,0 +1,509 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// The proxy service over the proxy protocol, driven with raw Cap'n Proto calls against a proxy
+// served in this process (a store and a metadata store of its own, as in `cairnd standalone`):
+// topics, sends, the three subscription types, acknowledgements, redelivery, limits, and a
+// restart on the same directories.
+#include "net/proxy/proxy.h"
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <future>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cairn/batch.h"
+#include "cairn/metadata.h"
+#include "cairn/net/limits.h"
+#include "cairn/store.h"
+#include "capnp/rpc-twoparty.h"
+#include "kj/async-io.h"
+#include "net/net_status.h"
+#include "net/schema/proxy.capnp.h"
+#include "test/test_util.h"
+
+namespace cairn::net {
+namespace {
+
+using cairn::testing::TempDir;
+
+// A store and metadata store on `dir`, served by a proxy on its own thread and event loop.
+class ServedProxy {
+ public:
+  explicit ServedProxy(const std::string& dir, ProxyOptions options = {}) {
+    StoreOptions store_options;
+    store_options.data_dirs = {dir + "/ledgers"};
+    REQUIRE((std::filesystem::create_directories(dir + "/ledgers") ||
+             std::filesystem::exists(dir + "/ledgers")));
+    store_options.segment_bytes = 1 << 20;
+    store_options.log = NullLog();
+    absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(store_options);
+    REQUIRE(store.ok());
+    store_ = *std::move(store);
+    absl::StatusOr<std::unique_ptr<MetadataStore>> metadata =
+        OpenLocalMetadataStore({.dir = dir + "/metadata", .log = NullLog()});
+    REQUIRE(metadata.ok());
+    metadata_ = *std::move(metadata);
+    options.log = NullLog();
+    options.tick = std::chrono::milliseconds(50);
+    std::promise<std::string> address;
+    std::future<std::string> ready = address.get_future();
+    thread_ = std::thread([this, &address, options] { Serve(address, options); });
+    address_ = ready.get();
+  }
+
+  ~ServedProxy() {
+    executor_->executeSync([this] { stop_->fulfill(); });
+    thread_.join();
+    metadata_.reset();
+    REQUIRE(store_->Close().ok());
+  }
+
+  const std::string& address() const { return address_; }
+
+ private:
+  void Serve(std::promise<std::string>& address, ProxyOptions options) {
+    kj::AsyncIoContext io = kj::setupAsyncIo();
+    ProxyServer server(store_.get(), metadata_.get(), io.provider->getTimer(), options);
+    kj::Own<kj::ConnectionReceiver> listener =
+        io.provider->getNetwork().parseAddress("127.0.0.1", 0).wait(io.waitScope)->listen();
+    server.Listen(*listener);
+    auto stop = kj::newPromiseAndFulfiller<void>();
+    stop_ = kj::mv(stop.fulfiller);
+    executor_ = kj::getCurrentThreadExecutor().addRef();
+    address.set_value("127.0.0.1:" + std::to_string(listener->getPort()));
+    stop.promise.wait(io.waitScope);
+    server.Shutdown().wait(io.waitScope);
+  }
+
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<MetadataStore> metadata_;
+  std::thread thread_;
+  std::string address_;
+  kj::Own<const kj::Executor> executor_;
+  kj::Own<kj::PromiseFulfiller<void>> stop_;
+};
+
+// One raw connection to the proxy, on the test thread's event loop.
+struct RawClient {
+  explicit RawClient(kj::AsyncIoContext& io, const std::string& address)
+      : io(io),
+        stream(io.provider->getNetwork()
+                   .parseAddress(kj::StringPtr(address.c_str()))
+                   .wait(io.waitScope)
+                   ->connect()
+                   .wait(io.waitScope)),
+        client(*stream),
+        proxy(client.bootstrap().castAs<rpc::Proxy>()) {}
+
+  // Runs `call` and returns the status it ended with.
+  template <typename Promise>
+  absl::Status Status(Promise&& promise) {
+    kj::Maybe<kj::Exception> failure =
+        kj::runCatchingExceptions([&] { promise.wait(io.waitScope); });
+    KJ_IF_MAYBE (exception, failure) { return ExceptionToStatus(*exception); }
+    return absl::OkStatus();
+  }
+
+  absl::Status CreateTopic(const std::string& name, uint32_t partitions) {
+    auto request = proxy.createTopicRequest();
+    request.setName(name);
+    request.initOptions().setPartitions(partitions);
+    return Status(request.send());
+  }
+
+  kj::AsyncIoContext& io;
+  kj::Own<kj::AsyncIoStream> stream;
+  capnp::TwoPartyClient client;
+  rpc::Proxy::Client proxy;
+};
+
+std::string Batch(const std::vector<std::string>& values, std::optional<std::string> key = {}) {
+  BatchBuilder builder;
+  for (const std::string& value : values) {
+    REQUIRE(builder.Add({.key = key, .value = value, .timestamp_us = 1}).ok());
+  }
+  absl::StatusOr<std::span<const char>> bytes = builder.Finish(0, 0);
+  REQUIRE(bytes.ok());
+  return std::string(bytes->begin(), bytes->end());
+}
+
+capnp::Data::Reader AsData(const std::string& bytes) {
+  return capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(bytes.data()), bytes.size());
+}
+
+// Sends one batch and returns its first offset.
+uint64_t Send(RawClient& c, rpc::Producer::Client& producer, const std::vector<std::string>& values,
+              uint32_t partition = 0) {
+  auto request = producer.sendRequest();
+  request.setPartition(partition);
+  const std::string batch = Batch(values);
+  request.setBatch(AsData(batch));
+  auto reply = request.send().wait(c.io.waitScope);
+  REQUIRE(reply.getLastOffset() - reply.getFirstOffset() + 1 == values.size());
+  return reply.getFirstOffset();
+}
+
+rpc::Producer::Client OpenProducer(RawClient& c, const std::string& topic) {
+  auto request = c.proxy.openProducerRequest();
+  request.setTopic(topic);
+  return request.send().wait(c.io.waitScope).getProducer();
+}
+
+rpc::Consumer::Client Subscribe(RawClient& c, const std::string& topic, const std::string& sub,
+                                rpc::SubscriptionType type) {
+  auto request = c.proxy.subscribeRequest();
+  request.setTopic(topic);
+  request.setSubscription(sub);
+  request.setType(type);
+  request.initStart().setEarliest();
+  return request.send().wait(c.io.waitScope).getConsumer();
+}
+
+struct Received {
+  uint32_t partition = 0;
+  uint64_t offset = 0;
+  std::string value;
+  bool redelivered = false;
+};
+
+// The messages of one receive call, acknowledged entries skipped.
+std::vector<Received> Receive(RawClient& c, rpc::Consumer::Client& consumer,
+                              uint64_t wait_us = 200'000, uint64_t max_bytes = 1 << 20) {
+  auto request = consumer.receiveRequest();
+  request.setMaxBytes(max_bytes);
+  request.setWaitUs(wait_us);
+  auto reply = request.send().wait(c.io.waitScope);
+  std::vector<Received> out;
+  for (auto delivery : reply.getDeliveries()) {
+    auto data = delivery.getBatch();
+    absl::StatusOr<BatchView> view = BatchView::Parse(
+        std::span<const char>(reinterpret_cast<const char*>(data.begin()), data.size()));
+    REQUIRE(view.ok());
+    std::set<uint32_t> acked(delivery.getAcked().begin(), delivery.getAcked().end());
+    uint32_t i = 0;
+    for (const EntryView& entry : *view) {
+      if (!acked.contains(i)) {
+        out.push_back({delivery.getPartition(), delivery.getOffset() + i, std::string(entry.value),
+                       delivery.getRedelivered()});
+      }
+      ++i;
+    }
+  }
+  return out;
+}
+
+void Ack(RawClient& c, rpc::Consumer::Client& consumer, uint32_t partition,
+         const std::vector<uint64_t>& offsets) {
+  auto request = consumer.ackRequest();
+  request.setPartition(partition);
+  auto list = request.initOffsets(offsets.size());
+  for (size_t i = 0; i < offsets.size(); ++i) list.set(i, offsets[i]);
+  request.send().wait(c.io.waitScope);
+}
+
+TEST_CASE("proxy: topics are created, listed and deleted, with clear errors", "[proxy]") {
+  TempDir dir;
+  ServedProxy served(dir.path());
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  RawClient c(io, served.address());
+
+  REQUIRE(c.CreateTopic("orders", 3).ok());
+  REQUIRE(c.CreateTopic("audit", 1).ok());
+  CHECK(absl::IsAlreadyExists(c.CreateTopic("orders", 1)));
+  CHECK(absl::IsInvalidArgument(c.CreateTopic("bad/name", 1)));
+  CHECK(absl::IsInvalidArgument(c.CreateTopic("", 1)));
+  CHECK(absl::IsInvalidArgument(c.CreateTopic(std::string(kMaxTopicNameBytes + 1, 'a'), 1)));
+  CHECK(absl::IsInvalidArgument(c.CreateTopic("zero", 0)));
+  CHECK(absl::IsInvalidArgument(c.CreateTopic("many", kMaxPartitions + 1)));
+
+  auto listed = c.proxy.listTopicsRequest().send().wait(io.waitScope);
+  std::map<std::string, uint32_t> topics;
+  for (auto topic : listed.getTopics()) topics[topic.getName()] = topic.getPartitions();
+  CHECK(topics == std::map<std::string, uint32_t>{{"audit", 1}, {"orders", 3}});
+
+  {
+    rpc::Producer::Client producer = OpenProducer(c, "orders");
+    auto request = c.proxy.deleteTopicRequest();
+    request.setName("orders");
+    CHECK(absl::IsFailedPrecondition(c.Status(request.send())));
+  }
+  // The producer's release reaches the proxy asynchronously: retry briefly.
+  absl::Status deleted;
+  for (int i = 0; i < 100; ++i) {
+    auto request = c.proxy.deleteTopicRequest();
+    request.setName("orders");
+    deleted = c.Status(request.send());
+    if (!absl::IsFailedPrecondition(deleted)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(deleted.ok());
+  auto request = c.proxy.deleteTopicRequest();
+  request.setName("orders");
+  CHECK(absl::IsNotFound(c.Status(request.send())));
+  auto open = c.proxy.openProducerRequest();
+  open.setTopic("orders");
+  CHECK(absl::IsNotFound(c.Status(open.send())));
+  // A topic of the same name starts empty.
+  REQUIRE(c.CreateTopic("orders", 1).ok());
+  rpc::Producer::Client producer = OpenProducer(c, "orders");
+  CHECK(Send(c, producer, {"a"}) == 0);
+}
+
+TEST_CASE("proxy: sends return offsets per partition; bad batches are refused", "[proxy]") {
+  TempDir dir;
+  ServedProxy served(dir.path());
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  RawClient c(io, served.address());
+  REQUIRE(c.CreateTopic("t", 2).ok());
+  rpc::Producer::Client producer = OpenProducer(c, "t");
+  CHECK(Send(c, producer, {"a", "b", "c"}, 0) == 0);
+  CHECK(Send(c, producer, {"d"}, 0) == 3);
+  CHECK(Send(c, producer, {"x", "y"}, 1) == 0);
+
+  auto bad_partition = producer.sendRequest();
+  bad_partition.setPartition(2);
+  const std::string batch = Batch({"z"});
+  bad_partition.setBatch(AsData(batch));
+  CHECK(absl::IsInvalidArgument(c.Status(bad_partition.send())));
+
+  std::string damaged = Batch({"hello"});
+  damaged[damaged.size() - 2] ^= 0x40;
+  auto damaged_request = producer.sendRequest();
+  damaged_request.setBatch(AsData(damaged));
+  CHECK(absl::IsDataLoss(c.Status(damaged_request.send())));
+
+  const std::string two = Batch({"a"}) + Batch({"b"});
+  auto two_request = producer.sendRequest();
+  two_request.setBatch(AsData(two));
+  CHECK(absl::IsInvalidArgument(c.Status(two_request.send())));
+
+  // Pipelined sends keep their order.
+  std::vector<kj::Promise<capnp::Response<rpc::Producer::SendResults>>> replies;
+  for (int i = 0; i < 50; ++i) {
+    auto request = producer.sendRequest();
+    const std::string b = Batch({"p" + std::to_string(i)});
+    request.setBatch(AsData(b));
+    replies.push_back(request.send());
+  }
+  for (size_t i = 0; i < 50; ++i) CHECK(replies[i].wait(io.waitScope).getFirstOffset() == 4u + i);
+}
+
+TEST_CASE("proxy: an exclusive subscription delivers in order and resumes after acks",
+          "[proxy]") {
+  TempDir dir;
+  ServedProxy served(dir.path());
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  RawClient c(io, served.address());
+  REQUIRE(c.CreateTopic("t", 1).ok());
+  rpc::Producer::Client producer = OpenProducer(c, "t");
+  Send(c, producer, {"m0", "m1", "m2"});
+  Send(c, producer, {"m3", "m4"});
+
+  {
+    rpc::Consumer::Client consumer = Subscribe(c, "t", "s", rpc::SubscriptionType::EXCLUSIVE);
+    // A second consumer of an exclusive subscription is refused.
+    auto second = c.proxy.subscribeRequest();
+    second.setTopic("t");
+    second.setSubscription("s");
+    second.setType(rpc::SubscriptionType::EXCLUSIVE);
+    CHECK(absl::IsFailedPrecondition(c.Status(second.send())));
+    auto other_type = c.proxy.subscribeRequest();
+    other_type.setTopic("t");
+    other_type.setSubscription("s");
+    other_type.setType(rpc::SubscriptionType::SHARED);
+    CHECK(absl::IsFailedPrecondition(c.Status(other_type.send())));
+
+    std::vector<Received> got;
+    while (got.size() < 5) {
+      std::vector<Received> more = Receive(c, consumer);
+      REQUIRE(!more.empty());
+      got.insert(got.end(), more.begin(), more.end());
+    }
+    for (size_t i = 0; i < 5; ++i) {
+      CHECK(got[i].offset == i);
+      CHECK(got[i].value == "m" + std::to_string(i));
+    }
+    CHECK(Receive(c, consumer, 50'000).empty());
+    // Acknowledge 0, 1 and 3 (the first cumulatively), leave 2 and 4.
+    auto cumulative = consumer.ackCumulativeRequest();
+    cumulative.setEnd(2);
+    cumulative.send().wait(io.waitScope);
+    Ack(c, consumer, 0, {3});
+    auto stats_request = c.proxy.topicStatsRequest();
+    stats_request.setName("t");
+    auto stats = stats_request.send().wait(io.waitScope).getStats();
+    REQUIRE(stats.getSubscriptions().size() == 1);
+    CHECK(stats.getSubscriptions()[0].getBacklog() == 2);
+    CHECK(stats.getSubscriptions()[0].getConsumers() == 1);
+    CHECK(stats.getPartitions()[0].getEndOffset() == 5);
+    // Acks of offsets not yet appended are refused.
+    auto future_ack = consumer.ackRequest();
+    future_ack.initOffsets(1).set(0, 99);
+    CHECK(absl::IsOutOfRange(c.Status(future_ack.send())));
+  }
+  // The next consumer gets what was not acknowledged, and nothing else.
+  std::vector<Received> again;
+  for (int attempt = 0; attempt < 50 && again.size() < 2; ++attempt) {
+    // The previous consumer's leaving reaches the proxy asynchronously: until then the
+    // subscription is still held.
+    auto request = c.proxy.subscribeRequest();
+    request.setTopic("t");
+    request.setSubscription("s");
+    request.setType(rpc::SubscriptionType::EXCLUSIVE);
+    auto promise = request.send();
+    kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&] {
+      rpc::Consumer::Client consumer = promise.wait(io.waitScope).getConsumer();
+      again = Receive(c, consumer);
+      std::vector<Received> more = Receive(c, consumer, 50'000);
+      again.insert(again.end(), more.begin(), more.end());
+    });
+    if (failure != nullptr) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  REQUIRE(again.size() == 2);
+  CHECK(again[0].offset == 2);
+  CHECK(again[1].offset == 4);
+}
+
+TEST_CASE("proxy: a shared subscription deals batches out and redelivers what a leaver held",
+          "[proxy]") {
+  TempDir dir;
+  ServedProxy served(dir.path());
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  RawClient c(io, served.address());
+  REQUIRE(c.CreateTopic("t", 1).ok());
+  rpc::Producer::Client producer = OpenProducer(c, "t");
+  for (int i = 0; i < 4; ++i) Send(c, producer, {"b" + std::to_string(i)});
+
+  rpc::Consumer::Client a = Subscribe(c, "t", "s", rpc::SubscriptionType::SHARED);
+  std::vector<Received> got_b;
+  {
+    rpc::Consumer::Client b = Subscribe(c, "t", "s", rpc::SubscriptionType::SHARED);
+    // Cumulative acknowledgement makes no sense on a shared subscription.
+    auto cumulative = a.ackCumulativeRequest();
+    cumulative.setEnd(1);
+    CHECK(absl::IsFailedPrecondition(c.Status(cumulative.send())));
+
+    // One batch per receive (max_bytes 1): the batches alternate between the two.
+    std::vector<Received> got_a = Receive(c, a, 200'000, 1);
+    got_b = Receive(c, b, 200'000, 1);
+    REQUIRE(!got_a.empty());
+    REQUIRE(!got_b.empty());
+    // Each batch goes to one consumer only.
+    for (const Received& x : got_a) {
+      for (const Received& y : got_b) CHECK(x.offset != y.offset);
+    }
+    for (const Received& x : got_a) Ack(c, a, 0, {x.offset});
+    // b leaves without acknowledging.
+  }
+  std::set<uint64_t> redelivered;
+  std::set<uint64_t> all_b;
+  for (const Received& x : got_b) all_b.insert(x.offset);
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    for (const Received& x : Receive(c, a)) {
+      if (all_b.contains(x.offset)) {
+        CHECK(x.redelivered);
+        redelivered.insert(x.offset);
+      }
+      Ack(c, a, 0, {x.offset});
+    }
+    if (redelivered == all_b) break;
+  }
+  CHECK(redelivered == all_b);
+}
+
+TEST_CASE("proxy: a failover subscription feeds one consumer; the next takes over", "[proxy]") {
+  TempDir dir;
+  ServedProxy served(dir.path());
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  RawClient c(io, served.address());
+  REQUIRE(c.CreateTopic("t", 1).ok());
+  rpc::Producer::Client producer = OpenProducer(c, "t");
+  Send(c, producer, {"a", "b"});
+
+  rpc::Consumer::Client standby = [&] {
+    rpc::Consumer::Client active = Subscribe(c, "t", "s", rpc::SubscriptionType::FAILOVER);
+    rpc::Consumer::Client second = Subscribe(c, "t", "s", rpc::SubscriptionType::FAILOVER);
+    std::vector<Received> got = Receive(c, active);
+    REQUIRE(got.size() == 2);
+    Ack(c, active, 0, {0});
+    CHECK(Receive(c, second, 50'000).empty());  // not the active one
+    return second;
+  }();
+  // The active consumer left with offset 1 unacknowledged: the standby gets it.
+  std::vector<Received> got;
+  for (int attempt = 0; attempt < 20 && got.empty(); ++attempt) got = Receive(c, standby);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].offset == 1);
+  CHECK(got[0].redelivered);
+}
+
+TEST_CASE("proxy: a consumer holding too much unacknowledged gets nothing more", "[proxy]") {
+  TempDir dir;
+  ProxyOptions options;
+  options.max_unacked_per_consumer = 3;
+  ServedProxy served(dir.path(), options);
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  RawClient c(io, served.address());
+  REQUIRE(c.CreateTopic("t", 1).ok());
+  rpc::Producer::Client producer = OpenProducer(c, "t");
+  for (int i = 0; i < 4; ++i) Send(c, producer, {"x" + std::to_string(i)});
+  rpc::Consumer::Client consumer = Subscribe(c, "t", "s", rpc::SubscriptionType::SHARED);
+  std::vector<Received> got;
+  for (int i = 0; i < 3; ++i) {
+    std::vector<Received> more = Receive(c, consumer, 200'000, 1);
+    got.insert(got.end(), more.begin(), more.end());
+  }
+  CHECK(got.size() == 3);
+  CHECK(Receive(c, consumer, 50'000).empty());
+  Ack(c, consumer, 0, {got[0].offset});
+  std::vector<Received> last = Receive(c, consumer);
+  REQUIRE(last.size() == 1);
+  CHECK(last[0].offset == 3);
+}
+
+TEST_CASE("proxy: a new proxy on the same directories resumes from persisted acks",
+          "[proxy]") {
+  TempDir dir;
+  {
+    ServedProxy served(dir.path());
+    kj::AsyncIoContext io = kj::setupAsyncIo();
+    RawClient c(io, served.address());
+    REQUIRE(c.CreateTopic("t", 2).ok());
+    rpc::Producer::Client producer = OpenProducer(c, "t");
+    Send(c, producer, {"a0", "a1"}, 0);
+    Send(c, producer, {"b0"}, 1);
+    rpc::Consumer::Client consumer = Subscribe(c, "t", "s", rpc::SubscriptionType::EXCLUSIVE);
+    std::vector<Received> got;
+    for (int i = 0; i < 10 && got.size() < 3; ++i) {
+      std::vector<Received> more = Receive(c, consumer);
+      got.insert(got.end(), more.begin(), more.end());
+    }
+    REQUIRE(got.size() == 3);
+    Ack(c, consumer, 0, {0});
+    Ack(c, consumer, 1, {0});
+    consumer.persistRequest().send().wait(io.waitScope);
+  }
+  ServedProxy served(dir.path());
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  RawClient c(io, served.address());
+  rpc::Producer::Client producer = OpenProducer(c, "t");
+  CHECK(Send(c, producer, {"a2"}, 0) == 2);
+  rpc::Consumer::Client consumer = Subscribe(c, "t", "s", rpc::SubscriptionType::EXCLUSIVE);
+  std::vector<Received> got;
+  for (int i = 0; i < 10 && got.size() < 2; ++i) {
+    std::vector<Received> more = Receive(c, consumer);
+    got.insert(got.end(), more.begin(), more.end());
+  }
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].value == "a1");
+  CHECK(got[1].value == "a2");
+}
+
+}  // namespace
+}  // namespace cairn::net
