@@ -86,6 +86,21 @@ absl::StatusOr<std::unique_ptr<Client>> Connect() {
 
 const std::string& Topic() { return Args().at(0); }
 
+// Joins the subscription. A consumer that just closed (the previous run of this command) leaves
+// in the background on the proxy, and until it has, an exclusive subscription refuses another:
+// try again for a few seconds.
+absl::StatusOr<std::unique_ptr<Consumer>> Subscribe(Client& client,
+                                                    const ConsumerOptions& options) {
+  const auto deadline = Clock::now() + std::chrono::seconds(3);
+  for (;;) {
+    absl::StatusOr<std::unique_ptr<Consumer>> consumer = client.Subscribe(Topic(), options);
+    if (!absl::IsFailedPrecondition(consumer.status()) || Clock::now() >= deadline) {
+      return consumer;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 std::optional<SubscriptionType> ParseType(std::string_view text) {
   if (text == "exclusive") return SubscriptionType::kExclusive;
   if (text == "failover") return SubscriptionType::kFailover;
@@ -209,7 +224,12 @@ void MessageJson(JsonWriter& json, const Message& m) {
     json.Null();
   }
   json.Field("value", m.value);
-  json.Field("timestamp_us", static_cast<double>(m.timestamp_us));
+  json.Key("timestamp_us");
+  if (m.timestamp_us >= 0) {
+    json.Number(static_cast<uint64_t>(m.timestamp_us));
+  } else {
+    json.Number(static_cast<double>(m.timestamp_us));
+  }
   json.Field("redelivered", m.redelivered);
   json.EndObject();
 }
@@ -282,7 +302,7 @@ int RunConsume() {
 
   absl::StatusOr<std::unique_ptr<Client>> client = Connect();
   if (!client.ok()) return Fail(kCommand, client.status());
-  absl::StatusOr<std::unique_ptr<Consumer>> consumer = (*client)->Subscribe(Topic(), options);
+  absl::StatusOr<std::unique_ptr<Consumer>> consumer = Subscribe(**client, options);
   if (!consumer.ok()) return Fail(kCommand, consumer.status());
 
   uint64_t received = 0;
@@ -604,7 +624,7 @@ int RunPerfConsume() {
 
   absl::StatusOr<std::unique_ptr<Client>> client = Connect();
   if (!client.ok()) return Fail(kCommand, client.status());
-  absl::StatusOr<std::unique_ptr<Consumer>> consumer = (*client)->Subscribe(Topic(), options);
+  absl::StatusOr<std::unique_ptr<Consumer>> consumer = Subscribe(**client, options);
   if (!consumer.ok()) return Fail(kCommand, consumer.status());
 
   bench::LatencyHistogram latency_ns;  // from the message's timestamp to its receipt

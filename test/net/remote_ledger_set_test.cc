@@ -5,10 +5,8 @@
 #include "cairn/net/remote_ledger_set.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -21,7 +19,6 @@
 #include <future>
 #include <limits>
 #include <memory>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -33,6 +30,7 @@
 #include "cairn/stream.h"
 #include "kj/async-io.h"
 #include "net/store_node/store_node.h"
+#include "test/net/daemon.h"
 #include "test/test_util.h"
 
 namespace cairn::net {
@@ -495,75 +493,10 @@ TEST_CASE("remote ledgers: streams run over them unchanged", "[net][stream]") {
 // ---- cairnd as a process ------------------------------------------------------------------------
 
 // `cairnd store` on a data directory, listening on an ephemeral loopback port.
-class Daemon {
+class Daemon : public testing::Daemon {
  public:
-  Daemon(const std::string& data_dir, const std::string& log_path) : log_path_(log_path) {
-    std::vector<std::string> args = {CAIRND_PATH, "store",    "--data-dir",
-                                     data_dir,    "--listen", "127.0.0.1:0"};
-    std::vector<char*> argv;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log_path.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    REQUIRE(posix_spawn(&pid_, CAIRND_PATH, &actions, nullptr, argv.data(), environ) == 0);
-    posix_spawn_file_actions_destroy(&actions);
-    // Its one line when listening names the port.
-    const std::regex listening("listening on 127\\.0\\.0\\.1:([0-9]+)");
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (port_ == 0) {
-      std::smatch match;
-      const std::string log = Log();
-      if (std::regex_search(log, match, listening)) {
-        port_ = std::stoi(match[1]);
-        break;
-      }
-      int status = 0;
-      REQUIRE(waitpid(pid_, &status, WNOHANG) == 0);  // still running
-      REQUIRE(std::chrono::steady_clock::now() < deadline);
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
-
-  ~Daemon() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-
-  std::string Log() const {
-    std::ifstream in(log_path_);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
-
-  // Sends SIGTERM; safe from any thread.
-  void SendTerminate() const { kill(pid_, SIGTERM); }
-
-  // SIGTERM, then the exit status.
-  int Terminate() {
-    SendTerminate();
-    return WaitExit();
-  }
-
-  int WaitExit() {
-    int status = 0;
-    REQUIRE(waitpid(pid_, &status, 0) == pid_);
-    pid_ = 0;
-    INFO(Log());
-    REQUIRE(WIFEXITED(status));
-    return WEXITSTATUS(status);
-  }
-
- private:
-  std::string log_path_;
-  pid_t pid_ = 0;
-  int port_ = 0;
+  Daemon(const std::string& data_dir, const std::string& log_path)
+      : testing::Daemon({"store", "--data-dir", data_dir, "--listen", "127.0.0.1:0"}, log_path) {}
 };
 
 TEST_CASE("cairnd store: serves, stops cleanly on SIGTERM and keeps what it acknowledged",
