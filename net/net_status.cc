@@ -46,6 +46,8 @@ kj::Exception StatusToException(const absl::Status& status) {
                        kj::heapString(description.data(), description.size()));
 }
 
+void ThrowStatus(const absl::Status& status) { kj::throwFatalException(StatusToException(status)); }
+
 absl::Status ExceptionToStatus(const kj::Exception& exception) {
   std::string_view description(exception.getDescription().cStr(),
                                exception.getDescription().size());

@@ -19,4 +19,13 @@ kj::Exception StatusToException(const absl::Status& status);
 
 absl::Status ExceptionToStatus(const kj::Exception& exception);
 
+// Fails the RPC call in progress with `status` (not OK): throws StatusToException(status).
+[[noreturn]] void ThrowStatus(const absl::Status& status);
+
+// ThrowStatus(status) unless it is OK. An object rather than a function, so that it can be the
+// continuation of a blocking call that answers with a status: `RunBlocking(...).then(ThrowIfError)`.
+inline constexpr auto ThrowIfError = [](const absl::Status& status) {
+  if (!status.ok()) ThrowStatus(status);
+};
+
 }  // namespace cairn::net

@@ -22,10 +22,6 @@
 
 namespace cairn::net::internal {
 
-[[noreturn]] inline void Throw(const absl::Status& status) {
-  kj::throwFatalException(StatusToException(status));
-}
-
 // Cap'n Proto's traversal limit doubles as the frame limit: a reader refuses a message whose
 // header declares more words, before allocating it.
 inline capnp::ReaderOptions MessageLimits() {

@@ -1,8 +1,9 @@
 // Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
 //
-// RemoteLedgerSet: a KJ event loop on a thread of its own holds the connection; the public
-// methods, called from any thread, run their part on it through kj::Executor::executeSync and
-// wait for the answer. Capabilities and promises live and die on the network thread only.
+// RemoteLedgerSet over a ClientLoop (client_loop.h): a KJ event loop on a thread of its own holds
+// the connection; the public methods, called from any thread, run their part on it through
+// kj::Executor::executeSync and wait for the answer. Capabilities and promises live and die on
+// the network thread only.
 #include "cairn/net/remote_ledger_set.h"
 
 #include <algorithm>
@@ -12,19 +13,20 @@
 #include <deque>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "cairn/net/limits.h"
 #include "kj/debug.h"
-#include "net/client/network_thread.h"
+#include "net/client/client_loop.h"
 #include "net/net_status.h"
 #include "net/schema/store.capnp.h"
 
 namespace cairn::net {
 namespace {
+
+using internal::ClientLoop;
 
 // Bytes of appends sent and not answered, for one connection: AppendAsync waits beyond
 // kMaxClientInFlightBytes, as a local store's does. Thread-safe.
@@ -52,64 +54,6 @@ class AppendWindow {
   uint64_t in_flight_bytes_ = 0;
 };
 
-// The network thread and the one connection.
-class ClientLoop {
- public:
-  static absl::StatusOr<std::unique_ptr<ClientLoop>> Start(const RemoteLedgerSetOptions& options) {
-    absl::StatusOr<std::unique_ptr<NetworkThread>> thread =
-        NetworkThread::Start("the remote ledger client", options.log);
-    if (!thread.ok()) return thread.status();
-    auto loop = std::unique_ptr<ClientLoop>(new ClientLoop(options, *std::move(thread)));
-    absl::Status connected = loop->thread_->CallVoid([&loop = *loop] {
-      return RpcConnection::Connect(loop.thread_->io(), loop.options_.address,
-                                    loop.options_.connect_timeout)
-          .then([&loop](kj::Own<RpcConnection> connection) {
-            loop.node_.emplace(connection->Bootstrap<rpc::StoreNode>());
-            loop.connection_ = kj::mv(connection);
-          });
-    });
-    if (!connected.ok()) return connected;
-    return loop;
-  }
-
-  ~ClientLoop() {
-    thread_->Stop([this] {
-      node_.reset();
-      connection_ = nullptr;
-    });
-  }
-
-  bool OnLoopThread() const { return thread_->OnLoopThread(); }
-  absl::Status CalledFromCallback() const { return thread_->CalledFromCallback(); }
-
-  template <typename T, typename Func>
-  absl::StatusOr<T> Call(Func&& func) {
-    return thread_->Call<T>(std::forward<Func>(func));
-  }
-  template <typename Func>
-  absl::Status CallVoid(Func&& func) {
-    return thread_->CallVoid(std::forward<Func>(func));
-  }
-
-  // Network thread only.
-  rpc::StoreNode::Client& node() { return *node_; }
-  kj::TaskSet& tasks() { return thread_->tasks(); }
-
-  AppendWindow& window() { return window_; }
-  const RemoteLedgerSetOptions& options() const { return options_; }
-
- private:
-  ClientLoop(const RemoteLedgerSetOptions& options, std::unique_ptr<NetworkThread> thread)
-      : options_(options), thread_(std::move(thread)) {}
-
-  const RemoteLedgerSetOptions options_;
-  std::unique_ptr<NetworkThread> thread_;
-  AppendWindow window_;
-  // Network thread only.
-  kj::Own<RpcConnection> connection_;
-  std::optional<rpc::StoreNode::Client> node_;
-};
-
 // ---- LedgerWriter ------------------------------------------------------------------------------
 
 struct PendingAppend {
@@ -128,9 +72,9 @@ struct WriterLoopState {
 
 class RemoteWriter final : public LedgerWriter {
  public:
-  RemoteWriter(ClientLoop& loop, uint64_t id, std::unique_ptr<WriterLoopState> state,
-               uint64_t last_add_confirmed)
-      : loop_(loop), id_(id), state_(std::move(state)), lac_(last_add_confirmed) {}
+  RemoteWriter(ClientLoop& loop, AppendWindow& window, uint64_t id,
+               std::unique_ptr<WriterLoopState> state, uint64_t last_add_confirmed)
+      : loop_(loop), window_(window), id_(id), state_(std::move(state)), lac_(last_add_confirmed) {}
 
   ~RemoteWriter() override {
     // The capability must go on the network thread.
@@ -159,7 +103,7 @@ class RemoteWriter final : public LedgerWriter {
   }
 
   absl::Status Flush() override {
-    if (loop_.OnLoopThread()) return loop_.CalledFromCallback();
+    if (loop_.OnLoopThread()) return loop_.CalledFromLoop();
     WaitIdle();
     std::lock_guard lock(mu_);
     return std::exchange(first_error_, absl::OkStatus());
@@ -187,10 +131,10 @@ class RemoteWriter final : public LedgerWriter {
   void Send(std::span<const char> batch, absl::Status error, AppendCallback done) {
     if (loop_.OnLoopThread()) {
       // Cannot wait for the window here; an append from a callback is a caller's error.
-      return done(loop_.CalledFromCallback());
+      return done(loop_.CalledFromLoop());
     }
     const uint64_t bytes = error.ok() ? batch.size() : 0;
-    loop_.window().Acquire(bytes);
+    window_.Acquire(bytes);
     {
       std::lock_guard lock(mu_);
       ++outstanding_;
@@ -219,7 +163,7 @@ class RemoteWriter final : public LedgerWriter {
     });
     if (!sent.ok()) {
       // The network thread is gone (it never is while the set lives): nothing was queued.
-      loop_.window().Release(bytes);
+      window_.Release(bytes);
       FinishOne(sent);
     }
   }
@@ -235,7 +179,7 @@ class RemoteWriter final : public LedgerWriter {
       ++state.first_seq;
       absl::Status status = append.result->status();
       if (append.result->ok()) lac_.store((*append.result)->last_entry_id);
-      loop_.window().Release(append.bytes);
+      window_.Release(append.bytes);
       append.done(std::move(*append.result));
       FinishOne(status);
     }
@@ -256,6 +200,7 @@ class RemoteWriter final : public LedgerWriter {
   }
 
   ClientLoop& loop_;
+  AppendWindow& window_;
   const uint64_t id_;
   std::unique_ptr<WriterLoopState> state_;  // network thread only
   std::atomic<uint64_t> lac_;
@@ -419,7 +364,7 @@ class RemoteLedgerSetImpl final : public RemoteLedgerSet {
  public:
   explicit RemoteLedgerSetImpl(std::unique_ptr<ClientLoop> loop) : loop_(std::move(loop)) {}
 
-  const std::string& address() const override { return loop_->options().address; }
+  const std::string& address() const override { return loop_->address(); }
 
   absl::StatusOr<uint64_t> CreateLedger(std::optional<uint64_t> id) override {
     return loop_->Call<uint64_t>([&] {
@@ -443,8 +388,8 @@ class RemoteLedgerSetImpl final : public RemoteLedgerSet {
     });
     if (!ids.ok()) {
       // The interface has no error here: say so, and answer with no ledgers.
-      loop_->options().log(LogLevel::kWarning, absl::StrCat("listing the ledgers of ", address(),
-                                                            ": ", ids.status().ToString()));
+      loop_->log()(LogLevel::kWarning, absl::StrCat("listing the ledgers of ", address(), ": ",
+                                                    ids.status().ToString()));
       return {};
     }
     return *std::move(ids);
@@ -489,7 +434,7 @@ class RemoteLedgerSetImpl final : public RemoteLedgerSet {
       });
     });
     if (!opened.ok()) return opened.status();
-    return std::make_unique<RemoteWriter>(*loop_, id, std::move(opened->state),
+    return std::make_unique<RemoteWriter>(*loop_, window_, id, std::move(opened->state),
                                           opened->last_add_confirmed);
   }
 
@@ -517,6 +462,7 @@ class RemoteLedgerSetImpl final : public RemoteLedgerSet {
   }
 
  private:
+  AppendWindow window_;  // the connection's appends in flight; outlives the loop
   std::unique_ptr<ClientLoop> loop_;
 };
 
@@ -524,7 +470,11 @@ class RemoteLedgerSetImpl final : public RemoteLedgerSet {
 
 absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> RemoteLedgerSet::Connect(
     const RemoteLedgerSetOptions& options) {
-  absl::StatusOr<std::unique_ptr<ClientLoop>> loop = ClientLoop::Start(options);
+  absl::StatusOr<std::unique_ptr<ClientLoop>> loop =
+      ClientLoop::Start({.address = options.address,
+                         .connect_timeout = options.connect_timeout,
+                         .log = options.log,
+                         .what = "remote ledger"});
   if (!loop.ok()) return loop.status();
   return std::make_unique<RemoteLedgerSetImpl>(*std::move(loop));
 }

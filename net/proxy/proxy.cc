@@ -29,17 +29,10 @@ using internal::RunBlocking;
 using internal::Subscription;
 using internal::SubscriptionKind;
 using internal::ThreadPool;
-using internal::Throw;
 using internal::Topic;
 using Clock = std::chrono::steady_clock;
 
 std::string_view Text(capnp::Text::Reader text) { return {text.cStr(), text.size()}; }
-
-// Every blocking call answers with a status; this turns a failed one into the exception the
-// client decodes.
-constexpr auto ThrowIfError = [](const absl::Status& status) {
-  if (!status.ok()) Throw(status);
-};
 
 SubscriptionKind KindFrom(rpc::SubscriptionType type) {
   switch (type) {
@@ -50,7 +43,7 @@ SubscriptionKind KindFrom(rpc::SubscriptionType type) {
     case rpc::SubscriptionType::SHARED:
       return SubscriptionKind::kShared;
   }
-  Throw(absl::InvalidArgumentError("unknown subscription type"));
+  ThrowStatus(absl::InvalidArgumentError("unknown subscription type"));
 }
 
 rpc::SubscriptionType TypeOf(SubscriptionKind kind) {
@@ -67,7 +60,7 @@ rpc::SubscriptionType TypeOf(SubscriptionKind kind) {
 
 RetentionPolicy RetentionFrom(rpc::RetentionPolicy::Reader in) {
   RetentionPolicy out;
-  if (in.getMaxAgeUs() < 0) Throw(absl::InvalidArgumentError("maxAgeUs must not be negative"));
+  if (in.getMaxAgeUs() < 0) ThrowStatus(absl::InvalidArgumentError("maxAgeUs must not be negative"));
   if (in.getMaxAgeUs() > 0) out.max_age = std::chrono::microseconds(in.getMaxAgeUs());
   if (in.getMaxBytes() > 0) out.max_bytes = in.getMaxBytes();
   out.delete_acknowledged = in.getDeleteAcknowledged();
@@ -86,7 +79,7 @@ StartPosition StartFrom(rpc::StartPosition::Reader in) {
     case rpc::StartPosition::TIME_US:
       return StartPosition::Time(in.getTimeUs());
   }
-  Throw(absl::InvalidArgumentError("unknown start position"));
+  ThrowStatus(absl::InvalidArgumentError("unknown start position"));
 }
 
 // Rates over the last few ticks, from counters sampled once a tick. Event-loop only.
@@ -194,13 +187,13 @@ class ProducerImpl final : public rpc::Producer::Server {
     const uint32_t partition = params.getPartition();
     Topic& topic = *state_->topic;
     if (partition >= topic.partitions.size()) {
-      Throw(absl::InvalidArgumentError(
+      ThrowStatus(absl::InvalidArgumentError(
           absl::StrCat("topic ", topic.name, " has ", topic.partitions.size(),
                        " partitions; there is no partition ", partition)));
     }
     capnp::Data::Reader batch = params.getBatch();
     if (batch.size() > kMaxBatchBytes) {
-      Throw(absl::InvalidArgumentError(absl::StrCat(
+      ThrowStatus(absl::InvalidArgumentError(absl::StrCat(
           "a batch of ", batch.size(), " bytes is over the limit of ", kMaxBatchBytes)));
     }
     Service& service = state_->service;
@@ -226,7 +219,7 @@ class ProducerImpl final : public rpc::Producer::Server {
     return reply.promise.then(
         [&service, arrived, context](absl::StatusOr<StreamAppendResult> result) mutable {
           service.RecordLatency(Clock::now() - arrived);
-          if (!result.ok()) Throw(result.status());
+          if (!result.ok()) ThrowStatus(result.status());
           context.getResults().setFirstOffset(result->first_offset);
           context.getResults().setLastOffset(result->last_offset);
         });
@@ -235,7 +228,7 @@ class ProducerImpl final : public rpc::Producer::Server {
   kj::Promise<void> flush(FlushContext) override {
     return state_->WhenIdle().then([state = state_]() {
       absl::Status error = std::exchange(state->first_error, absl::OkStatus());
-      if (!error.ok()) Throw(error);
+      if (!error.ok()) ThrowStatus(error);
     });
   }
 
@@ -315,7 +308,7 @@ class ConsumerImpl final : public rpc::Consumer::Server {
                                                        wait);
                        })
         .then([&service = service_, context](absl::StatusOr<Delivered> delivered) mutable {
-          if (!delivered.ok()) Throw(delivered.status());
+          if (!delivered.ok()) ThrowStatus(delivered.status());
           auto out = context.getResults().initDeliveries(delivered->items.size());
           for (size_t i = 0; i < delivered->items.size(); ++i) {
             const internal::DeliveryItem& item = delivered->items[i];
@@ -412,7 +405,7 @@ class ProxyImpl final : public rpc::Proxy::Server {
                        [&broker = service_.broker]() { return broker.ListTopics(); })
         .then([context](
                   absl::StatusOr<std::vector<std::pair<std::string, uint32_t>>> topics) mutable {
-          if (!topics.ok()) Throw(topics.status());
+          if (!topics.ok()) ThrowStatus(topics.status());
           auto out = context.getResults().initTopics(topics->size());
           for (size_t i = 0; i < topics->size(); ++i) {
             out[i].setName((*topics)[i].first);
@@ -427,7 +420,7 @@ class ProxyImpl final : public rpc::Proxy::Server {
                        [&broker = service_.broker, name]() { return broker.Stats(name); })
         .then([&service = service_, name,
                context](absl::StatusOr<internal::TopicStatsData> stats) mutable {
-          if (!stats.ok()) Throw(stats.status());
+          if (!stats.ok()) ThrowStatus(stats.status());
           auto out = context.getResults().initStats();
           out.setName(name);
           auto partitions = out.initPartitions(stats->partitions.size());
@@ -458,7 +451,7 @@ class ProxyImpl final : public rpc::Proxy::Server {
     return RunBlocking(service_.blocking,
                        [&broker = service_.broker, name]() { return broker.Compact(name); })
         .then([context](absl::StatusOr<std::vector<CompactionResult>> results) mutable {
-          if (!results.ok()) Throw(results.status());
+          if (!results.ok()) ThrowStatus(results.status());
           auto out = context.getResults().initReports(results->size());
           for (size_t i = 0; i < results->size(); ++i) {
             const CompactionResult& r = (*results)[i];
@@ -489,7 +482,7 @@ class ProxyImpl final : public rpc::Proxy::Server {
     return RunBlocking(service_.blocking,
                        [&broker = service_.broker, name]() { return broker.Acquire(name); })
         .then([&service = service_, context](absl::StatusOr<std::shared_ptr<Topic>> topic) mutable {
-          if (!topic.ok()) Throw(topic.status());
+          if (!topic.ok()) ThrowStatus(topic.status());
           const uint32_t partitions = (*topic)->partitions.size();
           auto state = std::make_shared<ProducerState>(service, *std::move(topic));
           context.getResults().setProducer(kj::heap<ProducerImpl>(std::move(state)));
@@ -505,7 +498,7 @@ class ProxyImpl final : public rpc::Proxy::Server {
     const SubscriptionKind kind = KindFrom(params.getType());
     const StartPosition start = StartFrom(params.getStart());
     if (subscription.empty() || subscription.size() > kMaxCursorNameBytes) {
-      Throw(absl::InvalidArgumentError(
+      ThrowStatus(absl::InvalidArgumentError(
           absl::StrCat("a subscription name has 1 to ", kMaxCursorNameBytes, " bytes")));
     }
     struct Joined {
@@ -564,7 +557,7 @@ class ProxyImpl final : public rpc::Proxy::Server {
                          return broker.ReadCompacted(topic, partition, from, max_bytes);
                        })
         .then([context](absl::StatusOr<CompactedReadResult> result) mutable {
-          if (!result.ok()) Throw(result.status());
+          if (!result.ok()) ThrowStatus(result.status());
           auto out = context.getResults().initMessages(result->entries().size());
           for (size_t i = 0; i < result->entries().size(); ++i) {
             const CompactedEntry& e = result->entries()[i];

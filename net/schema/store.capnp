@@ -28,6 +28,8 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("cairn::net::rpc");
 
+using Metadata = import "metadata.capnp";
+
 # The last-add-confirmed of a ledger with no entries (cairn::kNoEntry).
 const noEntry :UInt64 = 0xffffffffffffffff;
 
@@ -65,6 +67,10 @@ interface StoreNode {
 
   # A reader; any number may be open.
   openReader @6 (id :UInt64) -> (reader :LedgerReader, lastAddConfirmed :UInt64, sealed :Bool);
+
+  # The metadata store this node hosts (metadata.capnp). kFailedPrecondition "this store node
+  # serves no metadata" if it hosts none.
+  metadata @7 () -> (service :Metadata.MetadataService);
 }
 
 interface LedgerWriter {

@@ -17,6 +17,7 @@
 #include "net/net_status.h"
 #include "net/schema/store.capnp.h"
 #include "net/server_util.h"
+#include "net/store_node/metadata_service.h"
 #include "net/store_node/thread_pool.h"
 
 namespace cairn::net {
@@ -25,7 +26,6 @@ namespace {
 using internal::AppendGate;
 using internal::Connection;
 using internal::RunBlocking;
-using internal::Throw;
 using internal::ThreadPool;
 
 // What every capability of the node shares. Event-loop only, except the store and the pools,
@@ -33,6 +33,7 @@ using internal::ThreadPool;
 struct Node : public kj::TaskSet::ErrorHandler {
   Node(Store* store, const StoreNodeOptions& options)
       : store(store),
+        metadata(options.metadata),
         log(options.log),
         blocking(options.blocking_threads),
         waits(options.wait_threads),
@@ -58,6 +59,7 @@ struct Node : public kj::TaskSet::ErrorHandler {
   }
 
   Store* const store;
+  MetadataStore* const metadata;  // null: none served
   const LogFunction log;
   ThreadPool blocking;
   ThreadPool waits;
@@ -97,11 +99,11 @@ class LedgerWriterImpl final : public rpc::LedgerWriter::Server {
   kj::Promise<void> append(AppendContext context) override {
     capnp::Data::Reader batch = context.getParams().getBatch();
     if (batch.size() > kMaxBatchBytes) {
-      Throw(absl::InvalidArgumentError(absl::StrCat(
+      ThrowStatus(absl::InvalidArgumentError(absl::StrCat(
           "a batch of ", batch.size(), " bytes is over the limit of ", kMaxBatchBytes)));
     }
     if (state_->sealing) {
-      Throw(
+      ThrowStatus(
           absl::FailedPreconditionError(absl::StrCat("ledger ", state_->ledger_id, " is sealed")));
     }
     auto reply = kj::newPromiseAndFulfiller<absl::StatusOr<AppendResult>>();
@@ -124,7 +126,7 @@ class LedgerWriterImpl final : public rpc::LedgerWriter::Server {
     }
     return reply.promise.then(
         [state = state_, context](absl::StatusOr<AppendResult> result) mutable {
-          if (!result.ok()) Throw(result.status());
+          if (!result.ok()) ThrowStatus(result.status());
           auto results = context.getResults();
           results.setFirstEntryId(result->first_entry_id);
           results.setLastEntryId(result->last_entry_id);
@@ -135,7 +137,7 @@ class LedgerWriterImpl final : public rpc::LedgerWriter::Server {
   kj::Promise<void> flush(FlushContext) override {
     return state_->WhenIdle().then([state = state_]() {
       absl::Status error = std::exchange(state->first_error, absl::OkStatus());
-      if (!error.ok()) Throw(error);
+      if (!error.ok()) ThrowStatus(error);
     });
   }
 
@@ -148,7 +150,7 @@ class LedgerWriterImpl final : public rpc::LedgerWriter::Server {
         .then([state = state_, context](absl::StatusOr<uint64_t> sealed) mutable {
           if (!sealed.ok()) {
             state->sealing = false;  // later appends get the store's own answer
-            Throw(sealed.status());
+            ThrowStatus(sealed.status());
           }
           context.getResults().setLastEntryId(*sealed);
         });
@@ -234,7 +236,7 @@ class LedgerReaderImpl final : public rpc::LedgerReader::Server {
                          return reply;
                        })
         .then([context](ReadReply reply) mutable {
-          if (!reply.result.ok()) Throw(reply.result.status());
+          if (!reply.result.ok()) ThrowStatus(reply.result.status());
           auto results = context.getResults();
           // The batches' bytes, end to end; a read never returns more than fits in a message.
           capnp::Data::Builder out = results.initBatches(TotalBytes(*reply.result));
@@ -271,7 +273,7 @@ class LedgerReaderImpl final : public rpc::LedgerReader::Server {
                          return reply;
                        })
         .then([context](WaitReply reply) mutable {
-          if (!reply.status.ok()) Throw(reply.status);
+          if (!reply.status.ok()) ThrowStatus(reply.status);
           context.getResults().setLastAddConfirmed(reply.last_add_confirmed);
           context.getResults().setSealed(reply.sealed);
         });
@@ -285,7 +287,7 @@ class LedgerReaderImpl final : public rpc::LedgerReader::Server {
                          return state->reader->SeekByTime(timestamp_us);
                        })
         .then([context](absl::StatusOr<uint64_t> entry) mutable {
-          if (!entry.ok()) Throw(entry.status());
+          if (!entry.ok()) ThrowStatus(entry.status());
           context.getResults().setEntryId(*entry);
         });
   }
@@ -336,7 +338,7 @@ class StoreNodeImpl final : public rpc::StoreNode::Server {
     return RunBlocking(node_.blocking,
                        [store = node_.store, id]() { return store->CreateLedger(id); })
         .then([context](absl::StatusOr<uint64_t> created) mutable {
-          if (!created.ok()) Throw(created.status());
+          if (!created.ok()) ThrowStatus(created.status());
           context.getResults().setId(*created);
         });
   }
@@ -354,7 +356,7 @@ class StoreNodeImpl final : public rpc::StoreNode::Server {
     return RunBlocking(node_.blocking,
                        [store = node_.store, id]() { return store->GetLedgerInfo(id); })
         .then([context](absl::StatusOr<LedgerInfo> info) mutable {
-          if (!info.ok()) Throw(info.status());
+          if (!info.ok()) ThrowStatus(info.status());
           FillInfo(*info, context.getResults().initInfo());
         });
   }
@@ -364,7 +366,7 @@ class StoreNodeImpl final : public rpc::StoreNode::Server {
     return RunBlocking(node_.blocking,
                        [store = node_.store, id]() { return store->DeleteLedger(id); })
         .then([](absl::Status status) {
-          if (!status.ok()) Throw(status);
+          if (!status.ok()) ThrowStatus(status);
         });
   }
 
@@ -372,7 +374,7 @@ class StoreNodeImpl final : public rpc::StoreNode::Server {
     const uint64_t id = context.getParams().getId();
     return RunBlocking(node_.blocking, [store = node_.store, id]() { return store->Fence(id); })
         .then([context](absl::StatusOr<uint64_t> lac) mutable {
-          if (!lac.ok()) Throw(lac.status());
+          if (!lac.ok()) ThrowStatus(lac.status());
           context.getResults().setLastAddConfirmed(*lac);
         });
   }
@@ -383,7 +385,7 @@ class StoreNodeImpl final : public rpc::StoreNode::Server {
                        [store = node_.store, id]() { return store->OpenWriter(id); })
         .then([&node = node_, context,
                id](absl::StatusOr<std::unique_ptr<LedgerWriter>> writer) mutable {
-          if (!writer.ok()) Throw(writer.status());
+          if (!writer.ok()) ThrowStatus(writer.status());
           auto state = std::make_shared<WriterState>();
           state->writer = std::shared_ptr<LedgerWriter>(std::move(*writer));
           state->ledger_id = id;
@@ -399,7 +401,7 @@ class StoreNodeImpl final : public rpc::StoreNode::Server {
                        [store = node_.store, id]() { return store->OpenReader(id); })
         .then([&node = node_, context,
                id](absl::StatusOr<std::unique_ptr<LedgerReader>> reader) mutable {
-          if (!reader.ok()) Throw(reader.status());
+          if (!reader.ok()) ThrowStatus(reader.status());
           auto state = std::make_shared<ReaderState>();
           state->ledger_id = id;
           auto results = context.getResults();
@@ -409,6 +411,14 @@ class StoreNodeImpl final : public rpc::StoreNode::Server {
           state->reader = std::move(*reader);
           results.setReader(kj::heap<LedgerReaderImpl>(node, std::move(state)));
         });
+  }
+
+  kj::Promise<void> metadata(MetadataContext context) override {
+    if (node_.metadata == nullptr) {
+      ThrowStatus(absl::FailedPreconditionError("this store node serves no metadata"));
+    }
+    context.getResults().setService(NewMetadataService(node_.metadata, node_.blocking));
+    return kj::READY_NOW;
   }
 
  private:

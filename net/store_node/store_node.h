@@ -21,6 +21,7 @@
 #include <memory>
 
 #include "cairn/log.h"
+#include "cairn/metadata.h"
 #include "cairn/store.h"
 #include "kj/async-io.h"
 
@@ -34,6 +35,10 @@ struct StoreNodeOptions {
   // Bytes of appends handed to the store and not yet complete. Must not exceed the store's
   // StoreOptions::max_in_flight_bytes, or AppendAsync would block the event loop.
   uint64_t max_in_flight_append_bytes = uint64_t{32} << 20;
+  // A metadata store to serve (StoreNode.metadata), borrowed: it must outlive the server, or
+  // the promise of Shutdown(). Its calls block, so they run on the blocking threads. Null: the
+  // node serves no metadata.
+  MetadataStore* metadata = nullptr;
   LogFunction log = StderrLog();
 };
 

@@ -13,37 +13,11 @@ namespace {
 constexpr uint8_t kVersion = 1;
 constexpr size_t kChecksumBytes = 8;
 
-void PutVarint(std::string& out, uint64_t value) {
-  char buffer[kMaxVarint64Bytes];
-  out.append(buffer, EncodeVarint64(buffer, value) - buffer);
-}
-
-class Reader {
- public:
-  explicit Reader(std::span<const char> bytes) : decoder_(bytes) {}
-  bool Varint(uint64_t* value) {
-    return ok_ && (ok_ = decoder_.ReadVarint64(value) == DecodeError::kOk);
-  }
-  bool Signed(int64_t* value) {
-    uint64_t raw;
-    if (!Varint(&raw)) return false;
-    *value = ZigZagDecode64(raw);
-    return true;
-  }
-  bool Byte(uint8_t* value) { return ok_ && (ok_ = decoder_.ReadFixed8(value) == DecodeError::kOk); }
-  bool done() const { return decoder_.empty(); }
-  size_t remaining() const { return decoder_.remaining(); }
-
- private:
-  Decoder decoder_;
-  bool ok_ = true;
-};
-
 absl::Status Damaged(std::string_view what) {
   return absl::DataLossError(absl::StrCat("compaction record: ", Sv(what)));
 }
 
-bool ReadIds(Reader& in, std::vector<uint64_t>* ids) {
+bool ReadIds(RecordReader& in, std::vector<uint64_t>* ids) {
   uint64_t count;
   // Every id takes at least one byte: check before allocating.
   if (!in.Varint(&count) || count > kMaxPendingLedgers || count > in.remaining()) return false;
@@ -88,7 +62,7 @@ absl::StatusOr<CompactionRecord> DecodeCompactionRecord(std::span<const char> by
   if (XXH3_64bits(bytes.data(), body) != DecodeFixed64(bytes.data() + body)) {
     return Damaged("checksum mismatch");
   }
-  Reader in(bytes.first(body));
+  RecordReader in(bytes.first(body));
   uint8_t version;
   if (!in.Byte(&version) || version != kVersion) return Damaged("unknown version");
   CompactionRecord record;

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <string>
 #include <string_view>
 
 namespace cairn::internal {
@@ -207,6 +208,36 @@ class Decoder {
   const char* begin_;
   const char* pos_;
   const char* end_;
+};
+
+// Appends `value` as a varint.
+inline void PutVarint(std::string& out, uint64_t value) {
+  char buffer[kMaxVarint64Bytes];
+  out.append(buffer, EncodeVarint64(buffer, value) - buffer);
+}
+
+// Reads a record made of varints and bytes, and stops at the first failure: every read after a
+// failed one fails too, so a decoder may test each step or only the last.
+class RecordReader {
+ public:
+  explicit RecordReader(std::span<const char> bytes) : decoder_(bytes) {}
+  bool Varint(uint64_t* value) {
+    return ok_ && (ok_ = decoder_.ReadVarint64(value) == DecodeError::kOk);
+  }
+  bool Signed(int64_t* value) {
+    uint64_t raw;
+    if (!Varint(&raw)) return false;
+    *value = ZigZagDecode64(raw);
+    return true;
+  }
+  bool Byte(uint8_t* value) { return ok_ && (ok_ = decoder_.ReadFixed8(value) == DecodeError::kOk); }
+  bool ok() const { return ok_; }
+  bool done() const { return decoder_.empty(); }
+  size_t remaining() const { return decoder_.remaining(); }
+
+ private:
+  Decoder decoder_;
+  bool ok_ = true;
 };
 
 }  // namespace cairn::internal

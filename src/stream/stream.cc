@@ -411,6 +411,7 @@ class StreamImpl final : public Stream {
   // Recovers the stream after a previous owner: seals the ledger it was writing where its
   // acknowledged entries end, checks the last closed ledger, and finishes interrupted deletes.
   absl::Status Recover();
+  absl::StatusOr<uint64_t> SealOrFence(const LedgerInfo& info);
 
  private:
   bool NeedsRoll(size_t entry_count, size_t size_bytes) const {
@@ -584,6 +585,21 @@ class StreamImpl final : public Stream {
   }
 };
 
+// Seals a ledger a previous owner left unsealed (or fences it, if it cannot be opened for
+// writing: a writer elsewhere still has it) and returns how many entries it holds.
+absl::StatusOr<uint64_t> StreamImpl::SealOrFence(const LedgerInfo& info) {
+  uint64_t lac = info.last_add_confirmed;
+  if (info.state != LedgerState::kSealed) {
+    absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = ledgers_->OpenWriter(info.id);
+    if (writer.ok()) {
+      CAIRN_ASSIGN_OR_RETURN(lac, (*writer)->Seal());
+    } else {
+      CAIRN_ASSIGN_OR_RETURN(lac, ledgers_->Fence(info.id));
+    }
+  }
+  return lac == kNoEntry ? 0 : lac + 1;
+}
+
 absl::Status StreamImpl::Recover() {
   std::lock_guard lock(mu_);
   set_cursor_persist_interval(record_.options.cursor_persist_interval);
@@ -592,17 +608,8 @@ absl::Status StreamImpl::Recover() {
   // The ledger the previous owner was writing: seal it where its confirmed entries end.
   if (!next.ledgers.empty() && !next.ledgers.back().closed) {
     LedgerRange& last = next.ledgers.back();
-    CAIRN_ASSIGN_OR_RETURN(LedgerInfo info, ledgers_->GetLedgerInfo(last.ledger_id));
-    uint64_t lac = info.last_add_confirmed;
-    if (info.state != LedgerState::kSealed) {
-      absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = ledgers_->OpenWriter(last.ledger_id);
-      if (writer.ok()) {
-        CAIRN_ASSIGN_OR_RETURN(lac, (*writer)->Seal());
-      } else {
-        CAIRN_ASSIGN_OR_RETURN(lac, ledgers_->Fence(last.ledger_id));
-      }
-    }
-    const uint64_t count = lac == kNoEntry ? 0 : lac + 1;
+    CAIRN_ASSIGN_OR_RETURN(const LedgerInfo info, ledgers_->GetLedgerInfo(last.ledger_id));
+    CAIRN_ASSIGN_OR_RETURN(const uint64_t count, SealOrFence(info));
     if (count == 0) {
       next.pending_deletes.push_back(last.ledger_id);
       next.ledgers.pop_back();
@@ -620,17 +627,8 @@ absl::Status StreamImpl::Recover() {
   // but nobody read back (nothing was appended after them): the record follows the ledger then.
   if (!next.ledgers.empty()) {
     LedgerRange& last = next.ledgers.back();
-    CAIRN_ASSIGN_OR_RETURN(LedgerInfo info, ledgers_->GetLedgerInfo(last.ledger_id));
-    uint64_t lac = info.last_add_confirmed;
-    if (info.state != LedgerState::kSealed) {
-      absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = ledgers_->OpenWriter(last.ledger_id);
-      if (writer.ok()) {
-        CAIRN_ASSIGN_OR_RETURN(lac, (*writer)->Seal());
-      } else {
-        CAIRN_ASSIGN_OR_RETURN(lac, ledgers_->Fence(last.ledger_id));
-      }
-    }
-    const uint64_t count = lac == kNoEntry ? 0 : lac + 1;
+    CAIRN_ASSIGN_OR_RETURN(const LedgerInfo info, ledgers_->GetLedgerInfo(last.ledger_id));
+    CAIRN_ASSIGN_OR_RETURN(const uint64_t count, SealOrFence(info));
     if (count > last.entry_count) {
       return absl::DataLossError(absl::StrFormat(
           "stream %s: ledger %d holds %d entries, its record says %d", name_, last.ledger_id,

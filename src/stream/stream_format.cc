@@ -19,33 +19,6 @@ enum RetentionFlags : uint8_t {
   kKeepUnacknowledged = 8,
 };
 
-void PutVarint(std::string& out, uint64_t value) {
-  char buffer[kMaxVarint64Bytes];
-  out.append(buffer, EncodeVarint64(buffer, value) - buffer);
-}
-
-class Reader {
- public:
-  explicit Reader(std::span<const char> bytes) : decoder_(bytes) {}
-  bool Varint(uint64_t* value) {
-    return ok_ && (ok_ = decoder_.ReadVarint64(value) == DecodeError::kOk);
-  }
-  bool Signed(int64_t* value) {
-    uint64_t raw;
-    if (!Varint(&raw)) return false;
-    *value = ZigZagDecode64(raw);
-    return true;
-  }
-  bool Byte(uint8_t* value) { return ok_ && (ok_ = decoder_.ReadFixed8(value) == DecodeError::kOk); }
-  bool ok() const { return ok_; }
-  bool done() const { return decoder_.empty(); }
-  size_t remaining() const { return decoder_.remaining(); }
-
- private:
-  Decoder decoder_;
-  bool ok_ = true;
-};
-
 absl::Status Damaged(std::string_view what) {
   return absl::DataLossError(absl::StrCat("stream record: ", absl::string_view(what.data(), what.size())));
 }
@@ -92,7 +65,7 @@ absl::StatusOr<StreamRecord> DecodeStreamRecord(std::span<const char> bytes) {
   if (XXH3_64bits(bytes.data(), body) != DecodeFixed64(bytes.data() + body)) {
     return Damaged("checksum mismatch");
   }
-  Reader in(bytes.first(body));
+  RecordReader in(bytes.first(body));
   uint8_t version;
   if (!in.Byte(&version) || version != kVersion) return Damaged("unknown version");
   StreamRecord record;

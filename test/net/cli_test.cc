@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "cairn/store.h"
-#include "test/net/daemon.h"
+#include "test/net/net_fixtures.h"
 #include "test/test_util.h"
 
 namespace cairn {
@@ -300,7 +300,7 @@ TEST_CASE("cli: operational errors exit with 2", "[cli]") {
 TEST_CASE("cli: topics, produce, consume, stats and perf against cairnd standalone",
           "[cli][daemon]") {
   Fixture f;
-  testing::Daemon daemon({"standalone", "--data-dir", f.temp.path() + "/standalone", "--listen",
+  net::testing::Daemon daemon({"standalone", "--data-dir", f.temp.path() + "/standalone", "--listen",
                           "127.0.0.1:0"},
                          f.temp.path() + "/cairnd.log");
   const std::string proxy = daemon.address();

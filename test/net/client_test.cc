@@ -17,7 +17,7 @@
 #include <tuple>
 #include <vector>
 
-#include "test/net/daemon.h"
+#include "test/net/net_fixtures.h"
 #include "test/net/served_proxy.h"
 #include "test/test_util.h"
 
@@ -371,7 +371,7 @@ TEST_CASE("client: a proxy killed and restarted mid-stream loses no acknowledged
           "[net][client][daemon]") {
   TempDir dir;
   const std::string data_dir = dir.path() + "/data";
-  auto daemon = std::make_unique<cairn::testing::Daemon>(
+  auto daemon = std::make_unique<cairn::net::testing::Daemon>(
       std::vector<std::string>{"standalone", "--data-dir", data_dir, "--listen", "127.0.0.1:0"},
       dir.path() + "/cairnd-1.log");
   const int port = daemon->port();
@@ -426,7 +426,7 @@ TEST_CASE("client: a proxy killed and restarted mid-stream loses no acknowledged
       answered_at_kill = answered.load();
       consumed_at_kill = consumed.size();
       daemon->Kill();
-      daemon = std::make_unique<cairn::testing::Daemon>(
+      daemon = std::make_unique<cairn::net::testing::Daemon>(
           std::vector<std::string>{"standalone", "--data-dir", data_dir, "--listen",
                                    "127.0.0.1:" + std::to_string(port)},
           dir.path() + "/cairnd-2.log");

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <future>
 #include <map>
+#include <optional>
 #include <memory>
 #include <set>
 #include <string>
@@ -25,6 +26,7 @@
 #include "kj/async-io.h"
 #include "net/net_status.h"
 #include "net/schema/proxy.capnp.h"
+#include "test/net/net_fixtures.h"
 #include "test/net/served_proxy.h"
 #include "test/test_util.h"
 
@@ -448,6 +450,78 @@ TEST_CASE("proxy: a new proxy on the same directories resumes from persisted ack
   REQUIRE(got.size() == 2);
   CHECK(got[0].value == "a1");
   CHECK(got[1].value == "a2");
+}
+
+// Receives until `count` messages arrived (or a few seconds passed).
+std::vector<Received> ReceiveAll(RawClient& c, rpc::Consumer::Client& consumer, size_t count) {
+  std::vector<Received> got;
+  for (int i = 0; i < 50 && got.size() < count; ++i) {
+    std::vector<Received> more = Receive(c, consumer);
+    got.insert(got.end(), more.begin(), more.end());
+  }
+  return got;
+}
+
+TEST_CASE("proxy: cairnd proxy over cairnd store keeps no state; a new proxy carries on",
+          "[proxy][daemon]") {
+  TempDir dir;
+  testing::Daemon store(dir.path() + "/store", dir.path() + "/store.log");
+  const std::vector<std::string> proxy_args = {"proxy", "--store", store.address(), "--listen",
+                                               "127.0.0.1:0"};
+  for (int round = 0; round < 3; ++round) {
+    INFO("round " << round);
+    std::optional<testing::Daemon> proxy;
+    proxy.emplace(proxy_args, dir.path() + "/proxy-" + std::to_string(round) + ".log");
+    kj::AsyncIoContext io = kj::setupAsyncIo();
+    {
+      RawClient c(io, proxy->address());
+      if (round == 0) REQUIRE(c.CreateTopic("t", 2).ok());
+      rpc::Producer::Client producer = OpenProducer(c, "t");
+      // Offsets continue where the previous proxy's acknowledged sends ended.
+      CHECK(Send(c, producer, {"r" + std::to_string(round) + "a", "r" + std::to_string(round) + "b"},
+                 0) == 2u * round);
+      rpc::Consumer::Client consumer = Subscribe(c, "t", "s", rpc::SubscriptionType::EXCLUSIVE);
+      // Each round acknowledges its own two messages, so each round sees exactly those.
+      std::vector<Received> got = ReceiveAll(c, consumer, 2);
+      REQUIRE(got.size() == 2);
+      CHECK(got[0].offset == 2u * round);
+      CHECK(got[0].value == "r" + std::to_string(round) + "a");
+      Ack(c, consumer, 0, {got[0].offset, got[1].offset});
+      consumer.persistRequest().send().wait(io.waitScope);
+    }
+    if (round == 1) {
+      proxy.reset();  // SIGKILL: the next proxy recovers the streams this one was writing
+    } else {
+      CHECK(proxy->Terminate() == 0);
+    }
+  }
+}
+
+TEST_CASE("proxy: cairnd standalone survives SIGKILL with every acknowledged send",
+          "[proxy][daemon]") {
+  TempDir dir;
+  const std::vector<std::string> args = {"standalone", "--data-dir", dir.path() + "/data",
+                                         "--listen", "127.0.0.1:0"};
+  uint64_t acknowledged = 0;
+  {
+    testing::Daemon standalone(args, dir.path() + "/standalone.log");
+    kj::AsyncIoContext io = kj::setupAsyncIo();
+    RawClient c(io, standalone.address());
+    REQUIRE(c.CreateTopic("t", 1).ok());
+    rpc::Producer::Client producer = OpenProducer(c, "t");
+    for (int i = 0; i < 20; ++i) {
+      Send(c, producer, {"m" + std::to_string(i)});
+      ++acknowledged;
+    }
+  }  // SIGKILL
+  testing::Daemon standalone(args, dir.path() + "/standalone-2.log");
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  RawClient c(io, standalone.address());
+  rpc::Consumer::Client consumer = Subscribe(c, "t", "s", rpc::SubscriptionType::EXCLUSIVE);
+  std::vector<Received> got = ReceiveAll(c, consumer, acknowledged);
+  REQUIRE(got.size() == acknowledged);
+  for (uint64_t i = 0; i < acknowledged; ++i) CHECK(got[i].value == "m" + std::to_string(i));
+  CHECK(standalone.Terminate() == 0);
 }
 
 }  // namespace

@@ -9,7 +9,6 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/time.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -28,76 +27,17 @@
 #include "cairn/net/limits.h"
 #include "cairn/store.h"
 #include "cairn/stream.h"
-#include "kj/async-io.h"
-#include "net/store_node/store_node.h"
-#include "test/net/daemon.h"
+#include "test/net/net_fixtures.h"
 #include "test/test_util.h"
 
 namespace cairn::net {
 namespace {
 
 using cairn::testing::TempDir;
-
-// A store on a temporary directory, served by a store node on its own thread and event loop,
-// listening on an ephemeral loopback port.
-class ServedStore {
- public:
-  explicit ServedStore(uint64_t segment_bytes = uint64_t{1} << 20) {
-    StoreOptions options;
-    options.data_dirs = {dir_.path()};
-    options.segment_bytes = segment_bytes;
-    options.log = NullLog();
-    absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(options);
-    REQUIRE(store.ok());
-    store_ = *std::move(store);
-    std::promise<std::string> address;
-    std::future<std::string> ready = address.get_future();
-    thread_ = std::thread([this, &address] { Serve(address); });
-    address_ = ready.get();
-  }
-
-  ~ServedStore() {
-    executor_->executeSync([this] { stop_->fulfill(); });
-    thread_.join();
-    REQUIRE(store_->Close().ok());
-  }
-
-  const std::string& address() const { return address_; }
-
-  std::unique_ptr<RemoteLedgerSet> Connect() const {
-    RemoteLedgerSetOptions options;
-    options.address = address_;
-    options.log = NullLog();
-    absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> ledgers = RemoteLedgerSet::Connect(options);
-    REQUIRE(ledgers.ok());
-    return *std::move(ledgers);
-  }
-
- private:
-  void Serve(std::promise<std::string>& address) {
-    kj::AsyncIoContext io = kj::setupAsyncIo();
-    StoreNodeOptions options;
-    options.log = NullLog();
-    options.max_in_flight_append_bytes = 8 << 20;
-    StoreNodeServer server(store_.get(), options);
-    kj::Own<kj::ConnectionReceiver> listener =
-        io.provider->getNetwork().parseAddress("127.0.0.1", 0).wait(io.waitScope)->listen();
-    server.Listen(*listener);
-    auto stop = kj::newPromiseAndFulfiller<void>();
-    stop_ = kj::mv(stop.fulfiller);
-    executor_ = kj::getCurrentThreadExecutor().addRef();
-    address.set_value("127.0.0.1:" + std::to_string(listener->getPort()));
-    stop.promise.wait(io.waitScope);
-    server.Shutdown().wait(io.waitScope);
-  }
-
-  TempDir dir_;
-  std::unique_ptr<Store> store_;
-  std::thread thread_;
-  std::string address_;
-  kj::Own<const kj::Executor> executor_;
-  kj::Own<kj::PromiseFulfiller<void>> stop_;  // server thread only
-};
+using testing::ConnectLedgers;
+using testing::Daemon;
+using testing::ReadStream;
+using testing::ServedStore;
 
 std::string Value(uint64_t batch, uint64_t entry) {
   return "batch " + std::to_string(batch) + " entry " + std::to_string(entry);
@@ -337,7 +277,8 @@ TEST_CASE("remote ledgers: pipelined appends complete in order", "[net][concurre
 }
 
 TEST_CASE("remote ledgers: one read returns at most kMaxReadBytes beyond one batch", "[net]") {
-  ServedStore node(uint64_t{64} << 20);  // one segment: a read does not stop at its end
+  // One segment: a read does not stop at its end.
+  ServedStore node({.segment_bytes = uint64_t{64} << 20});
   std::unique_ptr<RemoteLedgerSet> ledgers = node.Connect();
   absl::StatusOr<uint64_t> id = ledgers->CreateLedger();
   REQUIRE(id.ok());
@@ -456,21 +397,7 @@ TEST_CASE("remote ledgers: streams run over them unchanged", "[net][stream]") {
 
     absl::StatusOr<std::unique_ptr<StreamReader>> reader = (*stream)->NewReader();
     REQUIRE(reader.ok());
-    std::vector<std::string> values;
-    uint64_t offset = 0;
-    while (offset < expected.size()) {
-      absl::StatusOr<StreamReadResult> read = (*reader)->Read(offset);
-      REQUIRE(read.ok());
-      for (const BatchView& batch : read->batches()) {
-        for (const EntryView& entry : batch) {
-          if (read->offset_of(batch) + (entry.entry_id - batch.base_entry_id()) >= offset) {
-            values.emplace_back(entry.value);
-          }
-        }
-      }
-      offset = read->next_offset();
-    }
-    CHECK(values == expected);
+    CHECK(ReadStream(**reader, expected.size()) == expected);
     // A read in the middle of a ledger starts at the batch that holds it.
     absl::StatusOr<StreamReadResult> middle = (*reader)->Read(57);
     REQUIRE(middle.ok());
@@ -492,13 +419,6 @@ TEST_CASE("remote ledgers: streams run over them unchanged", "[net][stream]") {
 
 // ---- cairnd as a process ------------------------------------------------------------------------
 
-// `cairnd store` on a data directory, listening on an ephemeral loopback port.
-class Daemon : public testing::Daemon {
- public:
-  Daemon(const std::string& data_dir, const std::string& log_path)
-      : testing::Daemon({"store", "--data-dir", data_dir, "--listen", "127.0.0.1:0"}, log_path) {}
-};
-
 TEST_CASE("cairnd store: serves, stops cleanly on SIGTERM and keeps what it acknowledged",
           "[net][daemon]") {
   TempDir dir;
@@ -507,15 +427,11 @@ TEST_CASE("cairnd store: serves, stops cleanly on SIGTERM and keeps what it ackn
   std::vector<std::string> expected;
   {
     Daemon daemon(data_dir, dir.path() + "/cairnd-1.log");
-    RemoteLedgerSetOptions options;
-    options.address = daemon.address();
-    options.log = NullLog();
-    absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> ledgers = RemoteLedgerSet::Connect(options);
-    REQUIRE(ledgers.ok());
-    absl::StatusOr<uint64_t> id = (*ledgers)->CreateLedger();
+    std::unique_ptr<RemoteLedgerSet> ledgers = ConnectLedgers(daemon.address());
+    absl::StatusOr<uint64_t> id = ledgers->CreateLedger();
     REQUIRE(id.ok());
     ledger = *id;
-    absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = (*ledgers)->OpenWriter(ledger);
+    absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = ledgers->OpenWriter(ledger);
     REQUIRE(writer.ok());
     BatchBuilder builder;
     std::atomic<uint64_t> acknowledged{0};
@@ -529,19 +445,15 @@ TEST_CASE("cairnd store: serves, stops cleanly on SIGTERM and keeps what it ackn
     REQUIRE((*writer)->Flush().ok());
     REQUIRE(acknowledged == 200);
     writer->reset();
-    ledgers->reset();
+    ledgers.reset();
     CHECK(daemon.Terminate() == 0);
     const std::string log = daemon.Log();
     CHECK(log.find("store closed") != std::string::npos);
   }
   Daemon daemon(data_dir, dir.path() + "/cairnd-2.log");
-  RemoteLedgerSetOptions options;
-  options.address = daemon.address();
-  options.log = NullLog();
-  absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> ledgers = RemoteLedgerSet::Connect(options);
-  REQUIRE(ledgers.ok());
-  CHECK(ReadAll(**ledgers, ledger) == expected);
-  ledgers->reset();
+  std::unique_ptr<RemoteLedgerSet> ledgers = ConnectLedgers(daemon.address());
+  CHECK(ReadAll(*ledgers, ledger) == expected);
+  ledgers.reset();
   CHECK(daemon.Terminate() == 0);
 }
 
@@ -555,15 +467,11 @@ TEST_CASE("cairnd store: SIGTERM during appends keeps every acknowledged one",
   std::atomic<uint64_t> failed{0};
   {
     Daemon daemon(data_dir, dir.path() + "/cairnd-1.log");
-    RemoteLedgerSetOptions options;
-    options.address = daemon.address();
-    options.log = NullLog();
-    absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> ledgers = RemoteLedgerSet::Connect(options);
-    REQUIRE(ledgers.ok());
-    absl::StatusOr<uint64_t> id = (*ledgers)->CreateLedger();
+    std::unique_ptr<RemoteLedgerSet> ledgers = ConnectLedgers(daemon.address());
+    absl::StatusOr<uint64_t> id = ledgers->CreateLedger();
     REQUIRE(id.ok());
     ledger = *id;
-    absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = (*ledgers)->OpenWriter(ledger);
+    absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = ledgers->OpenWriter(ledger);
     REQUIRE(writer.ok());
     std::thread terminator([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(30));
@@ -585,20 +493,16 @@ TEST_CASE("cairnd store: SIGTERM during appends keeps every acknowledged one",
     (*writer)->Flush().IgnoreError();  // appends after the shutdown fail; that is expected
     terminator.join();
     writer->reset();
-    ledgers->reset();
+    ledgers.reset();
     CHECK(daemon.WaitExit() == 0);
   }
   INFO("acknowledged " << acknowledged_end << " of " << sent.size() << " entries");
   Daemon daemon(data_dir, dir.path() + "/cairnd-2.log");
-  RemoteLedgerSetOptions options;
-  options.address = daemon.address();
-  options.log = NullLog();
-  absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> ledgers = RemoteLedgerSet::Connect(options);
-  REQUIRE(ledgers.ok());
-  const std::vector<std::string> stored = ReadAll(**ledgers, ledger);
+  std::unique_ptr<RemoteLedgerSet> ledgers = ConnectLedgers(daemon.address());
+  const std::vector<std::string> stored = ReadAll(*ledgers, ledger);
   REQUIRE(stored.size() >= acknowledged_end);
   CHECK(std::equal(stored.begin(), stored.end(), sent.begin()));
-  ledgers->reset();
+  ledgers.reset();
   CHECK(daemon.Terminate() == 0);
 }
 

@@ -35,6 +35,15 @@ inline constexpr size_t kMaxClientInFlightBytes = size_t{32} << 20;
 // that a wait never pins a node thread for long.
 inline constexpr uint64_t kMaxWaitSliceUs = 1'000'000;
 
+// Bytes of keys one metadata list returns (the metadata service, net/schema/metadata.capnp),
+// counting kMetadataListKeyOverhead more for each key (its pointer and padding in the reply). A
+// listing with more fails with kResourceExhausted rather than send a reply the client would
+// refuse.
+inline constexpr size_t kMaxMetadataListBytes = size_t{16} << 20;
+inline constexpr size_t kMetadataListKeyOverhead = 16;
+static_assert(kMaxMetadataListBytes + (size_t{1} << 20) <= kMaxMessageBytes,
+              "a list reply, with its framing, must fit in one message");
+
 // Default port of a store node.
 inline constexpr uint16_t kDefaultStorePort = 7010;
 

@@ -1,0 +1,49 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// The metadata store a store node hosts (`cairnd store --metadata-dir`), as a MetadataStore: the
+// stream layer, a proxy, or anything else written against MetadataStore, keeps its metadata on
+// that node and no durable state of its own.
+//
+//   RemoteMetadataStoreOptions options;
+//   options.address = "127.0.0.1:7010";
+//   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<MetadataStore> metadata,
+//                          ConnectMetadataStore(options));
+//   Streams streams(ledgers.get(), metadata.get());
+//
+// Semantics are the hosted store's, with its codes and messages: kAborted on a version mismatch,
+// kNotFound, kInvalidArgument for an empty or oversize key or value (refused here before
+// anything is sent). A listing whose keys would pass kMaxMetadataListBytes
+// (cairn/net/limits.h) fails with kResourceExhausted. A lost connection makes every call fail
+// with kUnavailable; this client does not reconnect (connect again). A put or delete that fails
+// with kUnavailable may or may not have been applied: read the key to find out.
+//
+// Threading. Thread-safe: the client runs its own network thread, and every method hands its
+// call to it and waits for the answer.
+//
+// This header, like everything under cairn/, needs no Cap'n Proto or KJ headers.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "cairn/log.h"
+#include "cairn/metadata.h"
+
+namespace cairn::net {
+
+struct RemoteMetadataStoreOptions {
+  // "host:port" of the store node, e.g. "127.0.0.1:7010".
+  std::string address;
+  // How long ConnectMetadataStore waits for the connection.
+  std::chrono::milliseconds connect_timeout = std::chrono::seconds(5);
+  LogFunction log = StderrLog();
+};
+
+// Connects to the store node and asks for its metadata service. kUnavailable if the node cannot
+// be reached within connect_timeout; kFailedPrecondition if it hosts no metadata store.
+absl::StatusOr<std::unique_ptr<MetadataStore>> ConnectMetadataStore(
+    const RemoteMetadataStoreOptions& options);
+
+}  // namespace cairn::net

@@ -1,0 +1,174 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+#include "test/net/net_fixtures.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "kj/async-io.h"
+#include "net/store_node/store_node.h"
+
+namespace cairn::net::testing {
+
+std::unique_ptr<RemoteLedgerSet> ConnectLedgers(const std::string& address) {
+  RemoteLedgerSetOptions options;
+  options.address = address;
+  options.log = NullLog();
+  absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> ledgers = RemoteLedgerSet::Connect(options);
+  INFO(ledgers.status().ToString());
+  REQUIRE(ledgers.ok());
+  return *std::move(ledgers);
+}
+
+std::vector<std::string> ReadStream(StreamReader& reader, uint64_t end) {
+  std::vector<std::string> values;
+  uint64_t offset = 0;
+  while (offset < end) {
+    absl::StatusOr<StreamReadResult> read = reader.Read(offset);
+    INFO(read.status().ToString());
+    REQUIRE(read.ok());
+    for (const BatchView& batch : read->batches()) {
+      for (const EntryView& entry : batch) {
+        const uint64_t at = read->offset_of(batch) + (entry.entry_id - batch.base_entry_id());
+        if (at >= offset && at < end) values.emplace_back(entry.value);
+      }
+    }
+    offset = read->next_offset();
+  }
+  return values;
+}
+
+ServedStore::ServedStore(const ServedStoreOptions& options) {
+  StoreOptions store_options;
+  store_options.data_dirs = {dir_.path()};
+  store_options.segment_bytes = options.segment_bytes;
+  store_options.log = NullLog();
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(store_options);
+  REQUIRE(store.ok());
+  store_ = *std::move(store);
+  if (options.metadata) {
+    absl::StatusOr<std::unique_ptr<MetadataStore>> metadata =
+        OpenLocalMetadataStore({.dir = dir_.path() + "/metadata", .log = NullLog()});
+    REQUIRE(metadata.ok());
+    metadata_ = *std::move(metadata);
+  }
+  std::promise<std::string> address;
+  std::future<std::string> ready = address.get_future();
+  thread_ = std::thread([this, &address] { Serve(address); });
+  address_ = ready.get();
+}
+
+ServedStore::~ServedStore() {
+  executor_->executeSync([this] { stop_->fulfill(); });
+  thread_.join();
+  metadata_.reset();
+  REQUIRE(store_->Close().ok());
+}
+
+std::unique_ptr<RemoteLedgerSet> ServedStore::Connect() const { return ConnectLedgers(address_); }
+
+void ServedStore::Serve(std::promise<std::string>& address) {
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  StoreNodeOptions options;
+  options.log = NullLog();
+  options.max_in_flight_append_bytes = 8 << 20;
+  options.metadata = metadata_.get();
+  StoreNodeServer server(store_.get(), options);
+  kj::Own<kj::ConnectionReceiver> listener =
+      io.provider->getNetwork().parseAddress("127.0.0.1", 0).wait(io.waitScope)->listen();
+  server.Listen(*listener);
+  auto stop = kj::newPromiseAndFulfiller<void>();
+  stop_ = kj::mv(stop.fulfiller);
+  executor_ = kj::getCurrentThreadExecutor().addRef();
+  address.set_value("127.0.0.1:" + std::to_string(listener->getPort()));
+  stop.promise.wait(io.waitScope);
+  server.Shutdown().wait(io.waitScope);
+}
+
+Daemon::Daemon(const std::string& data_dir, const std::string& log_path,
+               const std::vector<std::string>& extra_args)
+    : Daemon(
+          [&] {
+            std::vector<std::string> args = {"store", "--data-dir", data_dir, "--listen",
+                                             "127.0.0.1:0"};
+            args.insert(args.end(), extra_args.begin(), extra_args.end());
+            return args;
+          }(),
+          log_path) {}
+
+Daemon::Daemon(std::vector<std::string> args, const std::string& log_path)
+    : log_path_(log_path) {
+  args.insert(args.begin(), CAIRND_PATH);
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  REQUIRE(posix_spawn(&pid_, CAIRND_PATH, &actions, nullptr, argv.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&actions);
+  // Its one line when listening names the port.
+  port_ = std::stoi(WaitForLog("(?:store node|proxy) listening on 127\\.0\\.0\\.1:([0-9]+)"));
+}
+
+Daemon::~Daemon() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+std::string Daemon::Log() const {
+  std::ifstream in(log_path_);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string Daemon::WaitForLog(const std::string& pattern) const {
+  const std::regex wanted(pattern);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (;;) {
+    std::smatch match;
+    const std::string log = Log();
+    if (std::regex_search(log, match, wanted)) return match.size() > 1 ? match[1].str() : "";
+    int status = 0;
+    INFO(log);
+    REQUIRE(waitpid(pid_, &status, WNOHANG) == 0);  // still running
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+void Daemon::SendTerminate() const { kill(pid_, SIGTERM); }
+
+void Daemon::Kill() {
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  pid_ = 0;
+}
+
+int Daemon::Terminate() {
+  SendTerminate();
+  return WaitExit();
+}
+
+int Daemon::WaitExit() {
+  int status = 0;
+  REQUIRE(waitpid(pid_, &status, 0) == pid_);
+  pid_ = 0;
+  INFO(Log());
+  REQUIRE(WIFEXITED(status));
+  return WEXITSTATUS(status);
+}
+
+}  // namespace cairn::net::testing

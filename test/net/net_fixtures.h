@@ -1,0 +1,93 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// What the network tests share: a store node served in this process on a loopback port, and
+// `cairnd store` as a real process.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cairn/metadata.h"
+#include "cairn/net/remote_ledger_set.h"
+#include "cairn/store.h"
+#include "cairn/stream.h"
+#include "kj/async.h"
+#include "test/test_util.h"
+
+namespace cairn::net::testing {
+
+// A RemoteLedgerSet connected to `address`, or the test fails.
+std::unique_ptr<RemoteLedgerSet> ConnectLedgers(const std::string& address);
+
+// The values of the entries at offsets [0, end) of a stream, read through `reader`.
+std::vector<std::string> ReadStream(StreamReader& reader, uint64_t end);
+
+struct ServedStoreOptions {
+  uint64_t segment_bytes = uint64_t{1} << 20;
+  // Host an embedded metadata store (the metadata service), in the store's directory.
+  bool metadata = false;
+};
+
+// A store on a temporary directory, served by a store node on its own thread and event loop,
+// listening on an ephemeral loopback port.
+class ServedStore {
+ public:
+  explicit ServedStore(const ServedStoreOptions& options = {});
+  ~ServedStore();
+  ServedStore(const ServedStore&) = delete;
+  ServedStore& operator=(const ServedStore&) = delete;
+
+  const std::string& address() const { return address_; }
+  std::unique_ptr<RemoteLedgerSet> Connect() const;
+
+ private:
+  void Serve(std::promise<std::string>& address);
+
+  cairn::testing::TempDir dir_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<MetadataStore> metadata_;
+  std::thread thread_;
+  std::string address_;
+  kj::Own<const kj::Executor> executor_;
+  kj::Own<kj::PromiseFulfiller<void>> stop_;  // server thread only
+};
+
+// `cairnd store` (or another command, see below) on a data directory, listening on an ephemeral loopback port, its stderr in
+// `log_path`. `extra_args` follow the data directory and listen flags.
+class Daemon {
+ public:
+  Daemon(const std::string& data_dir, const std::string& log_path,
+         const std::vector<std::string>& extra_args = {});
+  // `cairnd <args>`: any command, whose flags make it listen on 127.0.0.1:0.
+  Daemon(std::vector<std::string> args, const std::string& log_path);
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  int port() const { return port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string Log() const;
+  // Waits until the log has a match of `pattern` and returns its first group (a port, say).
+  std::string WaitForLog(const std::string& pattern) const;
+
+  // Sends SIGTERM; safe from any thread.
+  void SendTerminate() const;
+  // SIGTERM, then the exit status.
+  int Terminate();
+  // SIGKILL, and waits until it is gone.
+  void Kill();
+  int WaitExit();
+
+ private:
+  std::string log_path_;
+  pid_t pid_ = 0;
+  int port_ = 0;
+};
+
+}  // namespace cairn::net::testing
