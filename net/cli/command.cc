@@ -3,6 +3,8 @@
 // The list of subcommands and their help.
 #include "command.h"
 
+#include "absl/strings/str_format.h"
+
 namespace cairn::cli {
 namespace {
 
@@ -57,6 +59,174 @@ const Command kCommands[] = {
                      "cairn ledgers --data-dir /var/lib/app/log --json"},
         .run = RunLedgers,
     },
+
+    {
+        .name = "produce",
+        .summary = "Send lines of stdin (or a file) to a topic, one message per line",
+        .usage = "cairn produce TOPIC [--proxy HOST:PORT] [--file F] [--key K | --key-separator SEP]",
+        .details =
+            "Reads lines from standard input, or from --file, and sends each as one message\n"
+            "(without its newline). --key gives every message the same key; --key-separator\n"
+            "splits each line into a key and a value. Messages with a key go to the partition\n"
+            "of the key's hash, so one key keeps its order; messages without one are dealt to\n"
+            "the partitions in turn, a batch at a time. Waits until every message is\n"
+            "acknowledged (stored by the proxy's store) and prints how many were.\n"
+            "\n"
+            "Exit status: 0 every message acknowledged, 2 otherwise (the first error is\n"
+            "printed).\n",
+        .flags = {{"proxy", "HOST:PORT", false},
+                  {"file", "F", false},
+                  {"key", "K", false},
+                  {"key_separator", "SEP", false}},
+        .examples = {"printf 'a\\nb\\n' | cairn produce orders",
+                     "cairn produce orders --file orders.txt --key-separator ="},
+        .run = RunProduce,
+        .args = {"TOPIC"},
+    },
+    {
+        .name = "consume",
+        .summary = "Receive messages of a topic as a subscription, print and acknowledge them",
+        .usage = "cairn consume TOPIC --subscription S [--type exclusive|failover|shared]\n"
+                 "       [--start earliest|latest|OFFSET|time:US] [--count N] [--follow] [--json]",
+        .details =
+            "Joins the subscription (created at --start if new) and prints each message's value\n"
+            "on a line of its own, or with --json one JSON object per line (partition, offset,\n"
+            "key, value, timestamp, redelivered). Every message printed is acknowledged; the\n"
+            "acknowledgements are persisted before the command exits, so the next consumer of\n"
+            "the subscription continues after them. Stops after --count messages; without\n"
+            "--follow also when no message arrived for --wait-ms.\n"
+            "\n"
+            "Exit status: 0, or 2 if the command could not run.\n",
+        .flags = {{"proxy", "HOST:PORT", false},
+                  {"subscription", "S", true},
+                  {"type", "TYPE", false},
+                  {"start", "POS", false},
+                  {"count", "N", false},
+                  {"follow", "", false},
+                  {"wait_ms", "MS", false},
+                  {"json", "", false}},
+        .examples = {"cairn consume orders --subscription billing --count 10",
+                     "cairn consume orders --subscription audit --type shared --follow --json"},
+        .run = RunConsume,
+        .args = {"TOPIC"},
+    },
+    {
+        .name = "topics create",
+        .summary = "Create a topic",
+        .usage = "cairn topics create TOPIC [--partitions N] [--proxy HOST:PORT]",
+        .details = "Creates the topic with N partitions (one stream each). Names are 1 to 180\n"
+                   "bytes of [A-Za-z0-9._-].\n"
+                   "\n"
+                   "Exit status: 0 created, 2 otherwise (e.g. it exists already).\n",
+        .flags = {{"proxy", "HOST:PORT", false}, {"partitions", "N", false}},
+        .examples = {"cairn topics create orders --partitions 4"},
+        .run = RunTopicsCreate,
+        .args = {"TOPIC"},
+    },
+    {
+        .name = "topics list",
+        .summary = "List the topics and their partitions",
+        .usage = "cairn topics list [--proxy HOST:PORT] [--json]",
+        .details = "Exit status: 0, or 2 if the proxy could not be asked.\n",
+        .flags = {{"proxy", "HOST:PORT", false}, {"json", "", false}},
+        .examples = {"cairn topics list --json"},
+        .run = RunTopicsList,
+    },
+    {
+        .name = "topics delete",
+        .summary = "Delete a topic and its messages",
+        .usage = "cairn topics delete TOPIC [--proxy HOST:PORT]",
+        .details = "Deletes the topic, its streams and subscriptions. Refused while producers or\n"
+                   "consumers have it open.\n"
+                   "\n"
+                   "Exit status: 0 deleted, 2 otherwise.\n",
+        .flags = {{"proxy", "HOST:PORT", false}},
+        .examples = {"cairn topics delete orders"},
+        .run = RunTopicsDelete,
+        .args = {"TOPIC"},
+    },
+    {
+        .name = "topics stats",
+        .summary = "Show a topic's partitions, subscriptions, backlog and rates",
+        .usage = "cairn topics stats TOPIC [--proxy HOST:PORT] [--json]",
+        .details = "Per partition: the offsets (first, end, durable end), ledgers and bytes. Per\n"
+                   "subscription: its type, consumers, backlog (messages not acknowledged) and\n"
+                   "messages delivered and not acknowledged. The rates are the proxy's, over the\n"
+                   "last few seconds.\n"
+                   "\n"
+                   "Exit status: 0, or 2 if the topic does not exist or the proxy could not be\n"
+                   "asked.\n",
+        .flags = {{"proxy", "HOST:PORT", false}, {"json", "", false}},
+        .examples = {"cairn topics stats orders", "cairn topics stats orders --json"},
+        .run = RunTopicsStats,
+        .args = {"TOPIC"},
+    },
+    {
+        .name = "compact",
+        .summary = "Run one key-compaction pass on every partition of a topic",
+        .usage = "cairn compact TOPIC [--proxy HOST:PORT] [--json]",
+        .details = "Keeps the latest message of each key up to the compaction horizon and prints\n"
+                   "what each partition's pass did.\n"
+                   "\n"
+                   "Exit status: 0, or 2 if the pass could not run.\n",
+        .flags = {{"proxy", "HOST:PORT", false}, {"json", "", false}},
+        .examples = {"cairn compact prices"},
+        .run = RunCompact,
+        .args = {"TOPIC"},
+    },
+    {
+        .name = "perf produce",
+        .summary = "Measure producing: messages/s, MB/s, publish latency",
+        .usage = "cairn perf produce TOPIC [--rate R] [--size BYTES] [--messages N | --duration S]\n"
+                 "       [--linger-us US] [--batch-bytes B] [--batch-messages N] [--json]",
+        .details =
+            "Sends messages of --size random bytes (no key) as fast as they are taken, or at\n"
+            "--rate per second, and measures the publish latency of each: from the send to its\n"
+            "acknowledgement. On a terminal a progress line shows every second on standard\n"
+            "error. Ends with one result line in cairn-bench's format (key=value fields;\n"
+            "a JSON object with --json): messages/s and MB/s (10^6 bytes) acknowledged, latency\n"
+            "p50/p99/p999/max in microseconds.\n"
+            "\n"
+            "Exit status: 0, or 2 if a send failed or the command could not run.\n",
+        .flags = {{"proxy", "HOST:PORT", false},
+                  {"rate", "R", false},
+                  {"size", "BYTES", false},
+                  {"messages", "N", false},
+                  {"duration", "S", false},
+                  {"linger_us", "US", false},
+                  {"batch_bytes", "B", false},
+                  {"batch_messages", "N", false},
+                  {"json", "", false}},
+        .examples = {"cairn perf produce bench --messages 1000000 --size 100",
+                     "cairn perf produce bench --rate 10000 --duration 30"},
+        .run = RunPerfProduce,
+        .args = {"TOPIC"},
+    },
+    {
+        .name = "perf consume",
+        .summary = "Measure consuming: messages/s, MB/s, end-to-end latency",
+        .usage = "cairn perf consume TOPIC --subscription S [--type T] [--start POS]\n"
+                 "       [--messages N | --duration S] [--json]",
+        .details =
+            "Receives and acknowledges messages as fast as they come and measures the\n"
+            "end-to-end latency of each: from its timestamp (set when it was sent) to its\n"
+            "receipt, which is meaningful when the producer's clock is this machine's. Stops\n"
+            "after --messages, after --duration, or when no message arrived for --wait-ms.\n"
+            "Ends with one result line in cairn-bench's format.\n"
+            "\n"
+            "Exit status: 0, or 2 if the command could not run.\n",
+        .flags = {{"proxy", "HOST:PORT", false},
+                  {"subscription", "S", true},
+                  {"type", "TYPE", false},
+                  {"start", "POS", false},
+                  {"messages", "N", false},
+                  {"duration", "S", false},
+                  {"wait_ms", "MS", false},
+                  {"json", "", false}},
+        .examples = {"cairn perf consume bench --subscription perf --messages 1000000"},
+        .run = RunPerfConsume,
+        .args = {"TOPIC"},
+    },
 };
 
 #undef CAIRN_CLI_OPEN_NOTE
@@ -64,5 +234,17 @@ const Command kCommands[] = {
 }  // namespace
 
 std::span<const Command> Commands() { return kCommands; }
+
+std::string Bytes(uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 5) {
+    value /= 1024;
+    ++unit;
+  }
+  return unit == 0 ? absl::StrFormat("%d B", bytes)
+                   : absl::StrFormat("%.1f %s", value, units[unit]);
+}
 
 }  // namespace cairn::cli

@@ -7,6 +7,7 @@
 // The tool uses the library through include/cairn/ only.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -28,7 +29,7 @@ struct FlagUse {
 };
 
 struct Command {
-  const char* name;
+  const char* name;  // One word, or a group and a word ("topics create").
   const char* summary;  // One line, for the command list.
   const char* usage;    // The synopsis, after "Usage: ".
   const char* details;  // What it does and what to know before running it; may be several lines.
@@ -36,13 +37,32 @@ struct Command {
   std::vector<const char*> examples;
   // Runs the command once its flags are set; returns the exit status.
   int (*run)();
+  // Names of the arguments that are not flags, in order ("TOPIC"); each must be given.
+  std::vector<const char*> args = {};
 };
 
 // Every subcommand, in the order `cairn --help` lists them.
 std::span<const Command> Commands();
 
+// "1.5 MiB".
+std::string Bytes(uint64_t bytes);
+
+// The arguments of the running command that are not flags, as Command::args names them.
+const std::vector<std::string>& Args();
+
 // The subcommands' entry points (store_commands.cc).
 int RunVerify();
 int RunLedgers();
+
+// Against a proxy (client_commands.cc).
+int RunProduce();
+int RunConsume();
+int RunTopicsCreate();
+int RunTopicsList();
+int RunTopicsDelete();
+int RunTopicsStats();
+int RunCompact();
+int RunPerfProduce();
+int RunPerfConsume();
 
 }  // namespace cairn::cli

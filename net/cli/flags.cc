@@ -11,6 +11,41 @@ ABSL_FLAG(std::string, journal_dir, "",
           "it, appends that are only in the journal are neither replayed nor checked.");
 ABSL_FLAG(bool, json, false, "Print the result as one JSON object on standard output.");
 
+ABSL_FLAG(std::string, proxy, "127.0.0.1:7020",
+          "host:port of the proxy (cairnd proxy or cairnd standalone).");
+ABSL_FLAG(std::string, file, "", "Read the messages from this file, one per line, not stdin.");
+ABSL_FLAG(std::string, key, "", "The key of every message (without it, messages have no key "
+          "and are dealt to the partitions in turn).");
+ABSL_FLAG(std::string, key_separator, "",
+          "Split each line at the first SEP: the key before it, the value after. A line "
+          "without SEP has no key.");
+ABSL_FLAG(std::string, subscription, "", "The subscription to consume as.");
+ABSL_FLAG(std::string, type, "exclusive",
+          "The subscription type: exclusive, failover or shared.");
+ABSL_FLAG(std::string, start, "earliest",
+          "Where a new subscription starts: earliest, latest, an offset (the same on every "
+          "partition), or time:US (the first message at or after US microseconds since the "
+          "epoch). Ignored if the subscription exists.");
+ABSL_FLAG(uint64_t, count, 0, "Stop after this many messages (0: no limit).");
+ABSL_FLAG(bool, follow, false,
+          "Keep waiting for new messages (until --count, or interrupted).");
+ABSL_FLAG(uint64_t, wait_ms, 2000,
+          "Without --follow, stop when no message arrived for this many milliseconds.");
+ABSL_FLAG(uint32_t, partitions, 1, "Partitions of the new topic.");
+ABSL_FLAG(double, rate, 0, "Messages per second to send (0: as fast as the proxy takes them).");
+ABSL_FLAG(uint64_t, size, 100, "Bytes of each message's value.");
+ABSL_FLAG(uint64_t, messages, 0,
+          "How many messages (0: 100000 for perf produce unless --duration is given; for perf "
+          "consume, until --duration or no message for --wait-ms).");
+ABSL_FLAG(double, duration, 0, "Run for this many seconds (0: until --messages).");
+ABSL_FLAG(int64_t, linger_us, 1000,
+          "How long a batch waits for more messages after its first (ProducerOptions::linger).");
+ABSL_FLAG(uint64_t, batch_bytes, 128 << 10,
+          "A batch is sent when it holds this many bytes (ProducerOptions::max_batch_bytes).");
+ABSL_FLAG(uint64_t, batch_messages, 1000,
+          "A batch is sent when it holds this many messages "
+          "(ProducerOptions::max_batch_messages).");
+
 namespace cairn::cli {
 
 absl::Flag<std::vector<std::string>>* RepeatableFlag(std::string_view name) {

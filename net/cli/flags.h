@@ -14,6 +14,26 @@ ABSL_DECLARE_FLAG(std::vector<std::string>, data_dir);
 ABSL_DECLARE_FLAG(std::string, journal_dir);
 ABSL_DECLARE_FLAG(bool, json);
 
+// Against a proxy.
+ABSL_DECLARE_FLAG(std::string, proxy);
+ABSL_DECLARE_FLAG(std::string, file);
+ABSL_DECLARE_FLAG(std::string, key);
+ABSL_DECLARE_FLAG(std::string, key_separator);
+ABSL_DECLARE_FLAG(std::string, subscription);
+ABSL_DECLARE_FLAG(std::string, type);
+ABSL_DECLARE_FLAG(std::string, start);
+ABSL_DECLARE_FLAG(uint64_t, count);
+ABSL_DECLARE_FLAG(bool, follow);
+ABSL_DECLARE_FLAG(uint64_t, wait_ms);
+ABSL_DECLARE_FLAG(uint32_t, partitions);
+ABSL_DECLARE_FLAG(double, rate);
+ABSL_DECLARE_FLAG(uint64_t, size);
+ABSL_DECLARE_FLAG(uint64_t, messages);
+ABSL_DECLARE_FLAG(double, duration);
+ABSL_DECLARE_FLAG(int64_t, linger_us);
+ABSL_DECLARE_FLAG(uint64_t, batch_bytes);
+ABSL_DECLARE_FLAG(uint64_t, batch_messages);
+
 namespace cairn::cli {
 
 // Flags that may be given more than once, each occurrence adding one value (commas are not

@@ -32,21 +32,59 @@ std::string Dashed(std::string_view name) {
   return "--" + out;
 }
 
-const Command* FindCommand(std::string_view name) {
+std::vector<std::string>& MutableArgs() {
+  static std::vector<std::string>* args = new std::vector<std::string>();
+  return *args;
+}
+
+// The command named by the first one or two of `args`; `words` is how many it took.
+const Command* FindCommand(const std::vector<std::string>& args, size_t* words) {
   for (const Command& c : Commands()) {
-    if (name == c.name) return &c;
+    if (args.size() >= 1 && args[0] == c.name) {
+      *words = 1;
+      return &c;
+    }
+    if (args.size() >= 2 && absl::StrCat(args[0], " ", args[1]) == c.name) {
+      *words = 2;
+      return &c;
+    }
   }
   return nullptr;
 }
 
+// Whether `name` is a group of commands ("topics"), for its help.
+bool IsGroup(std::string_view name) {
+  for (const Command& c : Commands()) {
+    std::string_view full = c.name;
+    if (full.size() > name.size() && full.substr(0, name.size()) == name &&
+        full[name.size()] == ' ') {
+      return true;
+    }
+  }
+  return false;
+}
+
+void PrintGroup(std::string_view group, std::FILE* out) {
+  std::fprintf(out, "Commands of 'cairn %s':\n", std::string(group).c_str());
+  for (const Command& c : Commands()) {
+    std::string_view full = c.name;
+    if (full.substr(0, group.size() + 1) == std::string(group) + " ") {
+      std::fprintf(out, "  %-16s %s\n", c.name, c.summary);
+    }
+  }
+  std::fprintf(out, "\nRun 'cairn %s <command> --help' for a command's flags.\n",
+               std::string(group).c_str());
+}
+
 void PrintOverview(std::FILE* out) {
   std::fprintf(out,
-               "cairn: inspect the log stores of the cairn library.\n"
+               "cairn: inspect the log stores of the cairn library, and produce, consume and\n"
+               "administer topics through a proxy (cairnd proxy or cairnd standalone).\n"
                "\n"
                "Usage: cairn <command> [flags]\n"
                "\n"
                "Commands:\n");
-  for (const Command& c : Commands()) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+  for (const Command& c : Commands()) std::fprintf(out, "  %-16s %s\n", c.name, c.summary);
   std::fprintf(out,
                "\n"
                "Run 'cairn help <command>' or 'cairn <command> --help' for a command's flags.\n"
@@ -97,15 +135,25 @@ void PrintCommandHelp(const Command& command, std::FILE* out) {
 
 bool IsHelp(std::string_view arg) { return arg == "--help" || arg == "-h" || arg == "-help"; }
 
-// Parses `args` (what follows the command name) into the command's flags. Returns an error
-// message for a usage error; an empty string on success.
+// Parses `args` (what follows the command name) into the command's flags and arguments.
+// Returns an error message for a usage error; an empty string on success.
 std::string ParseFlags(const Command& command, const std::vector<std::string>& args) {
   std::vector<std::string> given;
   std::vector<std::pair<absl::Flag<std::vector<std::string>>*, std::vector<std::string>>> lists;
+  std::vector<std::string>& positional = MutableArgs();
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
-    if (arg.size() < 2 || arg[0] != '-' || arg == "--") {
-      return absl::StrFormat("unexpected argument '%s' (every argument is a --flag)", arg);
+    // "-" alone is an argument (standard input, say), and so is a negative number.
+    const bool is_flag = arg.size() >= 2 && arg[0] == '-' && !(arg[1] >= '0' && arg[1] <= '9');
+    if (!is_flag || arg == "--") {
+      if (arg != "--" && positional.size() < command.args.size()) {
+        positional.push_back(arg);
+        continue;
+      }
+      if (command.args.empty()) {
+        return absl::StrFormat("unexpected argument '%s' (every argument is a --flag)", arg);
+      }
+      return absl::StrFormat("unexpected argument '%s'", arg);
     }
     std::string_view body = arg;
     body.remove_prefix(arg[1] == '-' ? 2 : 1);
@@ -160,6 +208,9 @@ std::string ParseFlags(const Command& command, const std::vector<std::string>& a
       return absl::StrFormat("%s is required", Dashed(use.name));
     }
   }
+  if (positional.size() < command.args.size()) {
+    return absl::StrFormat("%s is required", command.args[positional.size()]);
+  }
   return "";
 }
 
@@ -171,7 +222,13 @@ int Main(int argc, char** argv) {
   }
   if (IsHelp(args[0]) || args[0] == "help") {
     if (args.size() >= 2 && args[0] == "help") {
-      const Command* command = FindCommand(args[1]);
+      size_t words = 0;
+      const Command* command =
+          FindCommand(std::vector<std::string>(args.begin() + 1, args.end()), &words);
+      if (command == nullptr && IsGroup(args[1])) {
+        PrintGroup(args[1], stdout);
+        return kExitOk;
+      }
       if (command == nullptr) {
         std::fprintf(stderr, "cairn: no command '%s'. Run 'cairn --help'.\n", args[1].c_str());
         return kExitError;
@@ -186,13 +243,24 @@ int Main(int argc, char** argv) {
     std::printf("cairn %s\n", CAIRN_VERSION);
     return kExitOk;
   }
-  const Command* command = FindCommand(args[0]);
+  size_t words = 0;
+  const Command* command = FindCommand(args, &words);
+  if (command == nullptr && IsGroup(args[0])) {
+    const bool help = args.size() >= 2 && IsHelp(args[1]);
+    if (!help) {
+      std::fprintf(stderr, "cairn %s: %s\n", args[0].c_str(),
+                   args.size() >= 2 ? absl::StrCat("no command '", args[1], "'").c_str()
+                                    : "which command?");
+    }
+    PrintGroup(args[0], help ? stdout : stderr);
+    return help ? kExitOk : kExitError;
+  }
   if (command == nullptr) {
     std::fprintf(stderr, "cairn: no command '%s'. Run 'cairn --help' for the list.\n",
                  args[0].c_str());
     return kExitError;
   }
-  args.erase(args.begin());
+  args.erase(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(words));
   for (const std::string& arg : args) {
     if (IsHelp(arg)) {
       PrintCommandHelp(*command, stdout);
@@ -208,6 +276,9 @@ int Main(int argc, char** argv) {
 }
 
 }  // namespace
+
+const std::vector<std::string>& Args() { return MutableArgs(); }
+
 }  // namespace cairn::cli
 
 int main(int argc, char** argv) { return cairn::cli::Main(argc, argv); }

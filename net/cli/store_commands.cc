@@ -26,19 +26,6 @@
 namespace cairn::cli {
 namespace {
 
-// "1.5 MiB".
-std::string Bytes(uint64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024 && unit < 5) {
-    value /= 1024;
-    ++unit;
-  }
-  return unit == 0 ? absl::StrFormat("%d B", bytes)
-                   : absl::StrFormat("%.1f %s", value, units[unit]);
-}
-
 std::string Message(const absl::Status& status) { return std::string(status.message()); }
 
 // A store opened for inspection, with the file system it runs on (which must outlive it).

@@ -561,7 +561,8 @@ absl::StatusOr<Delivered> Broker::Receive(Topic& topic, Subscription& sub, Consu
       absl::StatusOr<StreamReadResult> result =
           part.reader->Read(part.dispatch_offset, limits, slice);
       if (!result.ok()) {
-        if (std::optional<uint64_t> first = TrimmedFirstOffset(result.status())) {
+        std::optional<uint64_t> first = TrimmedFirstOffset(result.status());
+        if (first.has_value() && *first > part.dispatch_offset) {
           part.dispatch_offset = *first;  // retention passed us: go on from what is left
           return Outcome::kAgain;
         }

@@ -355,6 +355,7 @@ class ConsumerImpl final : public rpc::Consumer::Server {
 
   // Leaving may persist cursors: on a pool thread, never on the loop.
   ~ConsumerImpl() {
+    if (left_) return;
     service_.consumers.fetch_sub(1);
     service_.blocking.Submit(
         [&service = service_, topic = topic_, sub = sub_, consumer = consumer_]() {
@@ -427,6 +428,18 @@ class ConsumerImpl final : public rpc::Consumer::Server {
         .then(ThrowIfError);
   }
 
+  kj::Promise<void> close(CloseContext) override {
+    if (left_) ThrowStatus(absl::FailedPreconditionError("the consumer has left"));
+    left_ = true;
+    service_.consumers.fetch_sub(1);
+    return RunBlocking(service_.blocking, [&service = service_, topic = topic_, sub = sub_,
+                                           consumer = consumer_]() {
+      service.broker.Leave(*topic, sub, consumer.get());
+      service.broker.Release(*topic);
+      return true;
+    }).ignoreResult();
+  }
+
   kj::Promise<void> persist(PersistContext) override {
     return RunBlocking(service_.blocking,
                        [&service = service_, sub = sub_]() { return service.broker.Persist(*sub); })
@@ -438,6 +451,7 @@ class ConsumerImpl final : public rpc::Consumer::Server {
   std::shared_ptr<Topic> topic_;
   std::shared_ptr<Subscription> sub_;
   std::shared_ptr<ConsumerState> consumer_;
+  bool left_ = false;  // close() was called
 };
 
 // ---- Proxy ------------------------------------------------------------------------------------

@@ -174,4 +174,9 @@ interface Consumer {
   # Makes the acknowledgements so far durable (they are persisted at least once a second
   # anyway, and when the consumer leaves).
   persist @4 () -> ();
+  # Leaves the subscription now, and returns once it has left: what this consumer holds
+  # unacknowledged goes to the others, and the last consumer out persists the cursors. A new
+  # exclusive consumer may subscribe as soon as this returns. Later calls fail with
+  # kFailedPrecondition. (Dropping the capability leaves too, in the background.)
+  close @5 () -> ();
 }

@@ -240,13 +240,17 @@ class StreamImpl final : public Stream {
     auto it = std::upper_bound(
         record_.ledgers.begin(), record_.ledgers.end(), offset,
         [](uint64_t o, const LedgerRange& l) { return o < l.first_offset; });
-    if (it == record_.ledgers.begin()) return Trimmed(offset, first);
+    // No ledger at all (offset >= first == next_offset): not written yet, which is not
+    // "trimmed" (a reader told it was trimmed to `first` == offset would retry at once).
+    if (it == record_.ledgers.begin()) return PastEnd(offset);
     const LedgerRange& l = *(it - 1);
-    if (l.closed && offset >= l.end_offset()) {
-      return absl::OutOfRangeError(absl::StrFormat("offset %d of stream %s is past its end (%d)",
-                                                   offset, name_, record_.next_offset));
-    }
+    if (l.closed && offset >= l.end_offset()) return PastEnd(offset);
     return Location{l.ledger_id, l.first_offset};
+  }
+
+  absl::Status PastEnd(uint64_t offset) const {
+    return absl::OutOfRangeError(absl::StrFormat("offset %d of stream %s is past its end (%d)",
+                                                 offset, name_, record_.next_offset));
   }
 
   absl::Status Trimmed(uint64_t offset, uint64_t first) const {

@@ -8,12 +8,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <chrono>
 #include <fstream>
+#include <thread>
 #include <iterator>
 #include <string>
 #include <vector>
 
 #include "cairn/store.h"
+#include "test/net/net_fixtures.h"
 #include "test/test_util.h"
 
 namespace cairn {
@@ -42,11 +45,14 @@ std::string Quote(const std::string& arg) {
   return out + "'";
 }
 
-// Runs the tool with `args`; its output goes to files in `scratch`.
-Run Cairn(const std::string& scratch, const std::vector<std::string>& args) {
+// Runs the tool with `args`; its output goes to files in `scratch`. Its standard input is
+// `stdin_path` (nothing by default).
+Run Cairn(const std::string& scratch, const std::vector<std::string>& args,
+          const std::string& stdin_path = "/dev/null") {
   std::string command = Quote(CAIRN_CLI);
   for (const std::string& a : args) command += " " + Quote(a);
-  command += " >" + Quote(scratch + "/out") + " 2>" + Quote(scratch + "/err") + " </dev/null";
+  command += " >" + Quote(scratch + "/out") + " 2>" + Quote(scratch + "/err") + " <" +
+             Quote(stdin_path);
   const int raw = std::system(command.c_str());
   Run run;
   REQUIRE(WIFEXITED(raw));
@@ -287,6 +293,116 @@ TEST_CASE("cli: operational errors exit with 2", "[cli]") {
       CHECK(run.err.find("in use by a running process") != std::string::npos);
     }
   }
+}
+
+// ---- against a proxy -----------------------------------------------------------------------------
+
+TEST_CASE("cli: topics, produce, consume, stats and perf against cairnd standalone",
+          "[cli][daemon]") {
+  Fixture f;
+  net::testing::Daemon daemon({"standalone", "--data-dir", f.temp.path() + "/standalone", "--listen",
+                          "127.0.0.1:0"},
+                         f.temp.path() + "/cairnd.log");
+  const std::string proxy = daemon.address();
+
+  Run run = Cairn(f.scratch, {"topics", "create", "orders", "--partitions", "2", "--proxy", proxy});
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find("created topic orders with 2 partition(s)") != std::string::npos);
+  run = Cairn(f.scratch, {"topics", "create", "orders", "--proxy", proxy});
+  CHECK(run.status == 2);
+  CHECK(run.err.find("ALREADY_EXISTS") != std::string::npos);
+
+  {
+    std::ofstream lines(f.scratch + "/lines");
+    lines << "one\ntwo\nk=three\n";
+  }
+  run = Cairn(f.scratch, {"produce", "orders", "--key-separator", "=", "--proxy", proxy},
+              f.scratch + "/lines");
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find("3 of 3 message(s) acknowledged") != std::string::npos);
+
+  run = Cairn(f.scratch, {"consume", "orders", "--subscription", "s", "--count", "3", "--proxy",
+                          proxy});
+  REQUIRE(run.status == 0);
+  for (const char* value : {"one\n", "two\n", "three\n"}) {
+    CHECK(run.out.find(value) != std::string::npos);
+  }
+  // Acknowledged and persisted: the subscription has nothing more.
+  run = Cairn(f.scratch, {"consume", "orders", "--subscription", "s", "--wait-ms", "300",
+                          "--json", "--proxy", proxy});
+  REQUIRE(run.status == 0);
+  CHECK(run.out.empty());
+  run = Cairn(f.scratch, {"consume", "orders", "--subscription", "other", "--count", "1",
+                          "--json", "--proxy", proxy});
+  REQUIRE(run.status == 0);
+  CHECK(IsJson(f.scratch, run.out));
+  CHECK(run.out.find("\"offset\":0") != std::string::npos);
+
+  run = Cairn(f.scratch, {"topics", "stats", "orders", "--proxy", proxy});
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find("topic orders: 2 partition(s), 3 message(s) kept") != std::string::npos);
+  run = Cairn(f.scratch, {"topics", "stats", "orders", "--json", "--proxy", proxy});
+  REQUIRE(run.status == 0);
+  CHECK(IsJson(f.scratch, run.out));
+  // The consumers closed (and left): no type, no consumers.
+  CHECK(run.out.find("\"name\":\"s\",\"consumers\":0") != std::string::npos);
+  run = Cairn(f.scratch, {"topics", "list", "--json", "--proxy", proxy});
+  REQUIRE(run.status == 0);
+  CHECK(IsJson(f.scratch, run.out));
+  CHECK(run.out.find("{\"name\":\"orders\",\"partitions\":2}") != std::string::npos);
+  run = Cairn(f.scratch, {"topics", "stats", "missing", "--proxy", proxy});
+  CHECK(run.status == 2);
+  CHECK(run.err.find("NOT_FOUND") != std::string::npos);
+
+  run = Cairn(f.scratch, {"perf", "produce", "orders", "--messages", "2000", "--size", "64",
+                          "--proxy", proxy});
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find("system=cairn case=2000x64B ") != std::string::npos);
+  CHECK(run.out.find(" name=perf_produce ") != std::string::npos);
+  CHECK(run.out.find(" p999_us=") != std::string::npos);
+  CHECK(run.out.find(" failed=0") != std::string::npos);
+  run = Cairn(f.scratch, {"perf", "consume", "orders", "--subscription", "p", "--messages", "2003",
+                          "--json", "--proxy", proxy});
+  REQUIRE(run.status == 0);
+  CHECK(IsJson(f.scratch, run.out));
+  CHECK(run.out.find("\"case\":\"2003x") != std::string::npos);
+
+  // The consumers that just closed leave in the background on the proxy; until they have, the
+  // topic is in use.
+  for (int tries = 0; tries < 30; ++tries) {
+    run = Cairn(f.scratch, {"topics", "delete", "orders", "--proxy", proxy});
+    if (run.status == 0 || run.err.find("FAILED_PRECONDITION") == std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(run.status == 0);
+  run = Cairn(f.scratch, {"topics", "list", "--proxy", proxy});
+  CHECK(run.out.find("0 topic(s)") != std::string::npos);
+}
+
+TEST_CASE("cli: proxy commands' help and usage errors", "[cli]") {
+  Fixture f;
+  Run run = Cairn(f.scratch, {"--help"});
+  CHECK(run.out.find("topics create") != std::string::npos);
+  CHECK(run.out.find("perf produce") != std::string::npos);
+  run = Cairn(f.scratch, {"perf", "produce", "--help"});
+  CHECK(run.status == 0);
+  CHECK(run.out.find("Usage: cairn perf produce TOPIC") != std::string::npos);
+  CHECK(run.out.find("--linger-us") != std::string::npos);
+  run = Cairn(f.scratch, {"topics", "--help"});
+  CHECK(run.status == 0);
+  CHECK(run.out.find("topics stats") != std::string::npos);
+  CHECK(Cairn(f.scratch, {"topics"}).status == 2);
+  run = Cairn(f.scratch, {"produce"});
+  CHECK(run.status == 2);
+  CHECK(run.err.find("TOPIC is required") != std::string::npos);
+  run = Cairn(f.scratch, {"consume", "t"});
+  CHECK(run.status == 2);
+  CHECK(run.err.find("--subscription is required") != std::string::npos);
+  CHECK(Cairn(f.scratch, {"consume", "t", "--subscription", "s", "--type", "odd"}).status == 2);
+  // Nothing listens there.
+  run = Cairn(f.scratch, {"topics", "list", "--proxy", "127.0.0.1:1"});
+  CHECK(run.status == 2);
+  CHECK(run.err.find("UNAVAILABLE") != std::string::npos);
 }
 
 }  // namespace

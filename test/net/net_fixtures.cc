@@ -170,6 +170,12 @@ std::string Daemon::WaitForLog(const std::string& pattern) const {
 
 void Daemon::SendTerminate() const { kill(pid_, SIGTERM); }
 
+void Daemon::Kill() {
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  pid_ = 0;
+}
+
 int Daemon::Terminate() {
   SendTerminate();
   return WaitExit();

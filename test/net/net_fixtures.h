@@ -74,6 +74,7 @@ class Daemon {
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
 
+  int port() const { return port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   std::string Log() const;
   // Waits until the log has a match of `pattern` and returns its first group (a port, say).
@@ -83,6 +84,8 @@ class Daemon {
   void SendTerminate() const;
   // SIGTERM, then the exit status.
   int Terminate();
+  // SIGKILL, and waits until it is gone.
+  void Kill();
   int WaitExit();
 
  private:

@@ -21,6 +21,15 @@
 // twice and an unacknowledged one may be stored twice (at least once). A consumer resubscribes
 // and acknowledges again what it acknowledged and the proxy had not yet persisted, before it
 // receives anything, so a message the application acknowledged is not delivered to it again.
+// The consumer asks the proxy to persist its acknowledgements every 500 ms while it has new
+// ones, which bounds what it keeps to send again; it also drops, from its queue and from later
+// deliveries, any message it acknowledged in this session. What was delivered and not
+// acknowledged when the connection was lost is delivered again (redelivered = true), to this
+// consumer or, on a shared subscription, to another.
+//
+// Routing. A message with a key goes to partition XXH3_64bits(key) % partitions, so one key
+// keeps its order (as long as the partition count does not change); messages without a key go
+// to one partition until its batch is sent, then to the next (round-robin per batch).
 //
 // Threading. The client runs one network thread. Every method may be called from any thread.
 // Callbacks run on the network thread: keep them quick, and do not call blocking methods of
@@ -114,8 +123,12 @@ class Producer {
  public:
   virtual ~Producer() = default;
   // Queues the message; `done` runs once it is acknowledged or has failed, in send order per
-  // partition. The bytes are copied before this returns.
+  // partition. The bytes are copied before this returns. Waits while max_pending_bytes are
+  // pending. Called on the network thread (from a callback), or with a message over the batch
+  // format's limits (cairn/batch.h), `done` fails at once, on the calling thread
+  // (kFailedPrecondition, kInvalidArgument).
   virtual void SendAsync(const OutgoingMessage& message, SendCallback done) = 0;
+  // SendAsync, then waits for the answer (up to `linger` later than a lone message would).
   absl::StatusOr<MessageId> Send(const OutgoingMessage& message);
   // Sends what is batched and waits for every message sent so far; the first error among them.
   virtual absl::Status Flush() = 0;
@@ -136,15 +149,24 @@ struct ConsumerOptions {
 class Consumer {
  public:
   virtual ~Consumer() = default;
-  // The next message, waiting up to `wait`; nullopt if none arrived in time.
+  // The next message, waiting up to `wait`; nullopt if none arrived in time. An error that
+  // happened in the background since the last call is returned once: a damaged batch
+  // (kDataLoss), a failed acknowledgement, or kUnavailable when reconnecting failed (the next
+  // call tries again).
   virtual absl::StatusOr<std::optional<Message>> Receive(std::chrono::microseconds wait) = 0;
+  // Acknowledgements are coalesced: they go to the proxy within a few milliseconds, several per
+  // call. These return at once; a failure shows in Receive or Persist.
   virtual absl::Status Ack(const MessageId& id) = 0;
-  // Acknowledges every message of the partition up to and including `id` (not on shared).
+  // Acknowledges every message of the partition up to and including `id` (not on shared:
+  // kFailedPrecondition).
   virtual absl::Status AckCumulative(const MessageId& id) = 0;
   virtual absl::Status RedeliverUnacknowledged() = 0;
   // Waits until every acknowledgement so far is durable.
   virtual absl::Status Persist() = 0;
-  // Persists the acknowledgements and leaves the subscription.
+  // Persists the acknowledgements and leaves the subscription; once it returns, a new consumer
+  // may take the place of this one (an exclusive subscription accepts it). Destroying a consumer
+  // without Close leaves in the background, and an exclusive subscription may refuse a new
+  // consumer (kFailedPrecondition) for a moment.
   virtual absl::Status Close() = 0;
 };
 

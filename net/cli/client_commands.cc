@@ -1,0 +1,698 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// The subcommands that talk to a proxy through the client library (cairn/net/client.h):
+// produce, consume, topics, compact and perf.
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bench/histogram.h"
+#include "bench/report.h"
+#include "cairn/net/client.h"
+#include "command.h"
+#include "flags.h"
+#include "json.h"
+
+namespace cairn::cli {
+namespace {
+
+using net::Client;
+using net::ClientOptions;
+using net::Consumer;
+using net::ConsumerOptions;
+using net::Message;
+using net::MessageId;
+using net::Producer;
+using net::ProducerOptions;
+using net::SubscriptionStart;
+using net::SubscriptionType;
+
+using Clock = std::chrono::steady_clock;
+
+// Set by SIGINT / SIGTERM: the long-running commands stop cleanly (acknowledgements persisted).
+std::atomic<bool> interrupted{false};
+
+void OnInterrupt(int) { interrupted.store(true); }
+
+void CatchInterrupts() {
+  struct sigaction action = {};
+  action.sa_handler = OnInterrupt;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+// The name the running command was given, for messages ("cairn topics create: ...").
+std::string Name(const char* command) { return absl::StrCat("cairn ", command); }
+
+int Fail(const char* command, const absl::Status& status) {
+  absl::FPrintF(stderr, "%s: %s\n", Name(command), status.ToString());
+  return kExitError;
+}
+
+int UsageError(const char* command, std::string_view message) {
+  absl::FPrintF(stderr, "%s: %s\nRun '%s --help' for more.\n", Name(command), message,
+                Name(command));
+  return kExitError;
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Connect() {
+  ClientOptions options;
+  options.address = absl::GetFlag(FLAGS_proxy);
+  options.log = [](LogLevel level, std::string_view message) {
+    absl::FPrintF(stderr, "cairn: %s: %s\n", LogLevelName(level), message);
+  };
+  return Client::Connect(options);
+}
+
+const std::string& Topic() { return Args().at(0); }
+
+// Joins the subscription. A consumer that just closed (the previous run of this command) leaves
+// in the background on the proxy, and until it has, an exclusive subscription refuses another:
+// try again for a few seconds.
+absl::StatusOr<std::unique_ptr<Consumer>> Subscribe(Client& client,
+                                                    const ConsumerOptions& options) {
+  const auto deadline = Clock::now() + std::chrono::seconds(3);
+  for (;;) {
+    absl::StatusOr<std::unique_ptr<Consumer>> consumer = client.Subscribe(Topic(), options);
+    if (!absl::IsFailedPrecondition(consumer.status()) || Clock::now() >= deadline) {
+      return consumer;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+std::optional<SubscriptionType> ParseType(std::string_view text) {
+  if (text == "exclusive") return SubscriptionType::kExclusive;
+  if (text == "failover") return SubscriptionType::kFailover;
+  if (text == "shared") return SubscriptionType::kShared;
+  return std::nullopt;
+}
+
+const char* TypeName(SubscriptionType type) {
+  switch (type) {
+    case SubscriptionType::kExclusive:
+      return "exclusive";
+    case SubscriptionType::kFailover:
+      return "failover";
+    case SubscriptionType::kShared:
+      return "shared";
+  }
+  return "?";
+}
+
+std::optional<SubscriptionStart> ParseStart(std::string_view text) {
+  SubscriptionStart start;
+  if (text == "earliest") return start;
+  if (text == "latest") {
+    start.kind = SubscriptionStart::Kind::kLatest;
+    return start;
+  }
+  if (text.substr(0, 5) == "time:") {
+    start.kind = SubscriptionStart::Kind::kTime;
+    const std::string_view us = text.substr(5);
+    if (!absl::SimpleAtoi(absl::string_view(us.data(), us.size()), &start.timestamp_us)) {
+      return std::nullopt;
+    }
+    return start;
+  }
+  start.kind = SubscriptionStart::Kind::kOffset;
+  if (!absl::SimpleAtoi(absl::string_view(text.data(), text.size()), &start.offset)) {
+    return std::nullopt;
+  }
+  return start;
+}
+
+// The consumer options from --subscription, --type and --start; an error message if one is bad.
+std::string ConsumerFlags(ConsumerOptions& options) {
+  options.subscription = absl::GetFlag(FLAGS_subscription);
+  std::optional<SubscriptionType> type = ParseType(absl::GetFlag(FLAGS_type));
+  if (!type) return absl::StrCat("bad --type '", absl::GetFlag(FLAGS_type), "'");
+  options.type = *type;
+  std::optional<SubscriptionStart> start = ParseStart(absl::GetFlag(FLAGS_start));
+  if (!start) return absl::StrCat("bad --start '", absl::GetFlag(FLAGS_start), "'");
+  options.start = *start;
+  return "";
+}
+
+// Calls `line()` every second and shows what it returns on standard error, on a terminal only.
+class Ticker {
+ public:
+  explicit Ticker(std::function<std::string()> line) : line_(std::move(line)) {
+    if (isatty(STDERR_FILENO) == 1) thread_ = std::thread([this] { Run(); });
+  }
+  ~Ticker() { Stop(); }
+  void Stop() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+    absl::FPrintF(stderr, "\r\x1b[K");
+  }
+
+ private:
+  void Run() {
+    std::unique_lock lock(mu_);
+    while (!wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; })) {
+      absl::FPrintF(stderr, "\r\x1b[K%s", line_());
+    }
+  }
+
+  std::function<std::string()> line_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// Counts the answers of sends made with SendAsync. Thread-safe.
+class SendTally {
+ public:
+  void Answer(const absl::StatusOr<MessageId>& id) {
+    if (id.ok()) {
+      acknowledged_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    failed_.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard lock(mu_);
+    if (first_error_.ok()) first_error_ = id.status();
+  }
+  uint64_t acknowledged() const { return acknowledged_.load(); }
+  uint64_t failed() const { return failed_.load(); }
+  absl::Status first_error() {
+    std::lock_guard lock(mu_);
+    return first_error_;
+  }
+
+ private:
+  std::atomic<uint64_t> acknowledged_{0};
+  std::atomic<uint64_t> failed_{0};
+  std::mutex mu_;
+  absl::Status first_error_;
+};
+
+void MessageJson(JsonWriter& json, const Message& m) {
+  json.BeginObject();
+  json.Field("partition", uint64_t{m.id.partition});
+  json.Field("offset", m.id.offset);
+  json.Key("key");
+  if (m.key.has_value()) {
+    json.String(*m.key);
+  } else {
+    json.Null();
+  }
+  json.Field("value", m.value);
+  json.Key("timestamp_us");
+  if (m.timestamp_us >= 0) {
+    json.Number(static_cast<uint64_t>(m.timestamp_us));
+  } else {
+    json.Number(static_cast<double>(m.timestamp_us));
+  }
+  json.Field("redelivered", m.redelivered);
+  json.EndObject();
+}
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+int64_t NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+int RunProduce() {
+  constexpr const char* kCommand = "produce";
+  const std::string key = absl::GetFlag(FLAGS_key);
+  const std::string separator = absl::GetFlag(FLAGS_key_separator);
+  if (!key.empty() && !separator.empty()) {
+    return UsageError(kCommand, "give --key or --key-separator, not both");
+  }
+  std::ifstream file;
+  const std::string path = absl::GetFlag(FLAGS_file);
+  if (!path.empty()) {
+    file.open(path, std::ios::binary);
+    if (!file) return Fail(kCommand, absl::NotFoundError(absl::StrCat("cannot read ", path)));
+  }
+  std::istream& in = path.empty() ? std::cin : file;
+
+  absl::StatusOr<std::unique_ptr<Client>> client = Connect();
+  if (!client.ok()) return Fail(kCommand, client.status());
+  absl::StatusOr<std::unique_ptr<Producer>> producer = (*client)->CreateProducer(Topic());
+  if (!producer.ok()) return Fail(kCommand, producer.status());
+
+  SendTally tally;
+  uint64_t sent = 0;
+  std::string line;
+  while (std::getline(in, line)) {
+    net::OutgoingMessage message;
+    message.value = line;
+    if (!key.empty()) message.key = key;
+    if (!separator.empty()) {
+      if (size_t at = line.find(separator); at != std::string::npos) {
+        message.key = std::string_view(line).substr(0, at);
+        message.value = std::string_view(line).substr(at + separator.size());
+      }
+    }
+    (*producer)->SendAsync(message, [&tally](absl::StatusOr<MessageId> id) { tally.Answer(id); });
+    ++sent;
+  }
+  const absl::Status closed = (*producer)->Close();
+  producer->reset();
+  absl::PrintF("%d of %d message(s) acknowledged\n", tally.acknowledged(), sent);
+  if (tally.failed() > 0) return Fail(kCommand, tally.first_error());
+  if (!closed.ok()) return Fail(kCommand, closed);
+  return kExitOk;
+}
+
+int RunConsume() {
+  constexpr const char* kCommand = "consume";
+  ConsumerOptions options;
+  if (std::string error = ConsumerFlags(options); !error.empty()) {
+    return UsageError(kCommand, error);
+  }
+  const uint64_t count = absl::GetFlag(FLAGS_count);
+  const bool follow = absl::GetFlag(FLAGS_follow);
+  const bool json_output = absl::GetFlag(FLAGS_json);
+  const auto idle = std::chrono::milliseconds(absl::GetFlag(FLAGS_wait_ms));
+  CatchInterrupts();
+
+  absl::StatusOr<std::unique_ptr<Client>> client = Connect();
+  if (!client.ok()) return Fail(kCommand, client.status());
+  absl::StatusOr<std::unique_ptr<Consumer>> consumer = Subscribe(**client, options);
+  if (!consumer.ok()) return Fail(kCommand, consumer.status());
+
+  uint64_t received = 0;
+  auto last = Clock::now();
+  absl::Status failure;
+  while ((count == 0 || received < count) && !interrupted.load()) {
+    if (!follow && Clock::now() - last >= idle) break;
+    // Short waits, so that an interrupt is noticed.
+    absl::StatusOr<std::optional<Message>> m = (*consumer)->Receive(std::chrono::milliseconds(200));
+    if (!m.ok()) {
+      failure = m.status();
+      break;
+    }
+    if (!m->has_value()) {
+      std::fflush(stdout);
+      continue;
+    }
+    last = Clock::now();
+    const Message& message = **m;
+    if (json_output) {
+      JsonWriter json;
+      MessageJson(json, message);
+      absl::PrintF("%s\n", json.text());
+    } else {
+      std::fwrite(message.value.data(), 1, message.value.size(), stdout);
+      std::fputc('\n', stdout);
+    }
+    ++received;
+    if (absl::Status acked = (*consumer)->Ack(message.id); !acked.ok()) {
+      failure = acked;
+      break;
+    }
+  }
+  std::fflush(stdout);
+  // Persists the acknowledgements: the next consumer of the subscription continues after them.
+  const absl::Status closed = (*consumer)->Close();
+  consumer->reset();
+  absl::FPrintF(stderr, "%s: %d message(s) consumed\n", Name(kCommand), received);
+  if (!failure.ok()) return Fail(kCommand, failure);
+  if (!closed.ok()) return Fail(kCommand, closed);
+  return kExitOk;
+}
+
+int RunTopicsCreate() {
+  constexpr const char* kCommand = "topics create";
+  absl::StatusOr<std::unique_ptr<Client>> client = Connect();
+  if (!client.ok()) return Fail(kCommand, client.status());
+  const uint32_t partitions = absl::GetFlag(FLAGS_partitions);
+  net::TopicConfig config;
+  config.partitions = partitions;
+  absl::Status created = (*client)->CreateTopic(Topic(), config);
+  if (!created.ok()) return Fail(kCommand, created);
+  absl::PrintF("created topic %s with %d partition(s)\n", Topic(), partitions);
+  return kExitOk;
+}
+
+int RunTopicsList() {
+  constexpr const char* kCommand = "topics list";
+  absl::StatusOr<std::unique_ptr<Client>> client = Connect();
+  if (!client.ok()) return Fail(kCommand, client.status());
+  absl::StatusOr<std::vector<net::TopicSummary>> topics = (*client)->ListTopics();
+  if (!topics.ok()) return Fail(kCommand, topics.status());
+  if (absl::GetFlag(FLAGS_json)) {
+    JsonWriter json;
+    json.BeginObject();
+    json.Key("topics");
+    json.BeginArray();
+    for (const net::TopicSummary& t : *topics) {
+      json.BeginObject();
+      json.Field("name", t.name);
+      json.Field("partitions", uint64_t{t.partitions});
+      json.EndObject();
+    }
+    json.EndArray();
+    json.EndObject();
+    absl::PrintF("%s\n", json.text());
+    return kExitOk;
+  }
+  absl::PrintF("%-40s %s\n", "TOPIC", "PARTITIONS");
+  for (const net::TopicSummary& t : *topics) absl::PrintF("%-40s %d\n", t.name, t.partitions);
+  absl::PrintF("%d topic(s)\n", topics->size());
+  return kExitOk;
+}
+
+int RunTopicsDelete() {
+  constexpr const char* kCommand = "topics delete";
+  absl::StatusOr<std::unique_ptr<Client>> client = Connect();
+  if (!client.ok()) return Fail(kCommand, client.status());
+  if (absl::Status deleted = (*client)->DeleteTopic(Topic()); !deleted.ok()) {
+    return Fail(kCommand, deleted);
+  }
+  absl::PrintF("deleted topic %s\n", Topic());
+  return kExitOk;
+}
+
+int RunTopicsStats() {
+  constexpr const char* kCommand = "topics stats";
+  absl::StatusOr<std::unique_ptr<Client>> client = Connect();
+  if (!client.ok()) return Fail(kCommand, client.status());
+  absl::StatusOr<net::TopicStats> stats = (*client)->GetTopicStats(Topic());
+  if (!stats.ok()) return Fail(kCommand, stats.status());
+  if (absl::GetFlag(FLAGS_json)) {
+    JsonWriter json;
+    json.BeginObject();
+    json.Field("name", stats->name);
+    json.Key("partitions");
+    json.BeginArray();
+    for (const net::PartitionStats& p : stats->partitions) {
+      json.BeginObject();
+      json.Field("partition", uint64_t{p.partition});
+      json.Field("first_offset", p.first_offset);
+      json.Field("end_offset", p.end_offset);
+      json.Field("durable_end_offset", p.durable_end_offset);
+      json.Field("ledgers", p.ledgers);
+      json.Field("size_bytes", p.size_bytes);
+      json.EndObject();
+    }
+    json.EndArray();
+    json.Key("subscriptions");
+    json.BeginArray();
+    for (const net::SubscriptionStats& s : stats->subscriptions) {
+      json.BeginObject();
+      json.Field("name", s.name);
+      // A subscription has a type only while consumers are attached.
+      if (s.consumers > 0) json.Field("type", TypeName(s.type));
+      json.Field("consumers", uint64_t{s.consumers});
+      json.Field("backlog", s.backlog);
+      json.Field("unacked_delivered", s.unacked_delivered);
+      json.EndObject();
+    }
+    json.EndArray();
+    json.Field("messages_in", stats->messages_in);
+    json.Field("bytes_in", stats->bytes_in);
+    json.Field("messages_out", stats->messages_out);
+    json.Field("messages_in_rate", stats->messages_in_rate);
+    json.Field("bytes_in_rate", stats->bytes_in_rate);
+    json.Field("messages_out_rate", stats->messages_out_rate);
+    json.EndObject();
+    absl::PrintF("%s\n", json.text());
+    return kExitOk;
+  }
+  uint64_t messages = 0, bytes = 0;
+  for (const net::PartitionStats& p : stats->partitions) {
+    messages += p.end_offset - p.first_offset;
+    bytes += p.size_bytes;
+  }
+  absl::PrintF("topic %s: %d partition(s), %d message(s) kept, %s\n", stats->name,
+               stats->partitions.size(), messages, Bytes(bytes));
+  absl::PrintF("%-10s %-14s %-14s %-14s %-8s %s\n", "PARTITION", "FIRST", "END", "DURABLE_END",
+               "LEDGERS", "SIZE");
+  for (const net::PartitionStats& p : stats->partitions) {
+    absl::PrintF("%-10d %-14d %-14d %-14d %-8d %s\n", p.partition, p.first_offset, p.end_offset,
+                 p.durable_end_offset, p.ledgers, Bytes(p.size_bytes));
+  }
+  if (stats->subscriptions.empty()) {
+    absl::PrintF("no subscriptions\n");
+  } else {
+    absl::PrintF("%-30s %-10s %-10s %-14s %s\n", "SUBSCRIPTION", "TYPE", "CONSUMERS", "BACKLOG",
+                 "UNACKED");
+    for (const net::SubscriptionStats& s : stats->subscriptions) {
+      absl::PrintF("%-30s %-10s %-10d %-14d %d\n", s.name,
+                   s.consumers > 0 ? TypeName(s.type) : "-", s.consumers,
+                   s.backlog, s.unacked_delivered);
+    }
+  }
+  absl::PrintF("in: %d message(s), %s (now %.0f msg/s, %s/s); out: %d message(s) (now %.0f "
+               "msg/s)\n",
+               stats->messages_in, Bytes(stats->bytes_in), stats->messages_in_rate,
+               Bytes(static_cast<uint64_t>(stats->bytes_in_rate)), stats->messages_out,
+               stats->messages_out_rate);
+  return kExitOk;
+}
+
+int RunCompact() {
+  constexpr const char* kCommand = "compact";
+  absl::StatusOr<std::unique_ptr<Client>> client = Connect();
+  if (!client.ok()) return Fail(kCommand, client.status());
+  absl::StatusOr<std::vector<net::CompactionSummary>> reports = (*client)->Compact(Topic());
+  if (!reports.ok()) return Fail(kCommand, reports.status());
+  if (absl::GetFlag(FLAGS_json)) {
+    JsonWriter json;
+    json.BeginObject();
+    json.Field("topic", Topic());
+    json.Key("partitions");
+    json.BeginArray();
+    for (const net::CompactionSummary& r : *reports) {
+      json.BeginObject();
+      json.Field("partition", uint64_t{r.partition});
+      json.Field("compacted", r.compacted);
+      json.Field("horizon", r.horizon);
+      json.Field("input_entries", r.input_entries);
+      json.Field("output_entries", r.output_entries);
+      json.Field("input_bytes", r.input_bytes);
+      json.Field("output_bytes", r.output_bytes);
+      json.Field("duration_us", static_cast<uint64_t>(r.duration.count()));
+      json.EndObject();
+    }
+    json.EndArray();
+    json.EndObject();
+    absl::PrintF("%s\n", json.text());
+    return kExitOk;
+  }
+  for (const net::CompactionSummary& r : *reports) {
+    if (!r.compacted) {
+      absl::PrintF("partition %d: nothing to compact\n", r.partition);
+      continue;
+    }
+    absl::PrintF("partition %d: up to offset %d, %d -> %d message(s), %s -> %s, %.1f ms\n",
+                 r.partition, r.horizon, r.input_entries, r.output_entries, Bytes(r.input_bytes),
+                 Bytes(r.output_bytes), static_cast<double>(r.duration.count()) / 1000.0);
+  }
+  return kExitOk;
+}
+
+int RunPerfProduce() {
+  constexpr const char* kCommand = "perf produce";
+  const double rate = absl::GetFlag(FLAGS_rate);
+  const uint64_t size = absl::GetFlag(FLAGS_size);
+  const double duration = absl::GetFlag(FLAGS_duration);
+  uint64_t messages = absl::GetFlag(FLAGS_messages);
+  if (messages == 0 && duration <= 0) messages = 100000;
+  if (rate < 0 || duration < 0) return UsageError(kCommand, "--rate and --duration must be >= 0");
+  ProducerOptions options;
+  options.linger = std::chrono::microseconds(absl::GetFlag(FLAGS_linger_us));
+  options.max_batch_bytes = absl::GetFlag(FLAGS_batch_bytes);
+  options.max_batch_messages = absl::GetFlag(FLAGS_batch_messages);
+  CatchInterrupts();
+
+  absl::StatusOr<std::unique_ptr<Client>> client = Connect();
+  if (!client.ok()) return Fail(kCommand, client.status());
+  absl::StatusOr<std::unique_ptr<Producer>> producer =
+      (*client)->CreateProducer(Topic(), options);
+  if (!producer.ok()) return Fail(kCommand, producer.status());
+
+  std::string value(size, '\0');
+  std::mt19937_64 random(std::random_device{}());
+  for (char& c : value) c = static_cast<char>('a' + random() % 26);
+
+  // Callbacks run on the client's one network thread: the histogram needs no lock.
+  bench::LatencyHistogram latency_ns;
+  SendTally tally;
+  std::atomic<uint64_t> sent{0};
+  const auto start = Clock::now();
+  Ticker ticker([&] {
+    const double seconds = Seconds(Clock::now() - start);
+    const double acked = static_cast<double>(tally.acknowledged());
+    return absl::StrFormat("%s: %d sent, %d acknowledged, %.0f msg/s, %.1f MB/s", Name(kCommand),
+                           sent.load(), tally.acknowledged(), acked / seconds,
+                           acked * static_cast<double>(size) / 1e6 / seconds);
+  });
+  const auto end_by = start + std::chrono::duration_cast<Clock::duration>(
+                                  std::chrono::duration<double>(duration));
+  net::OutgoingMessage message;
+  message.value = value;
+  for (uint64_t i = 0; (messages == 0 || i < messages) && !interrupted.load(); ++i) {
+    if (rate > 0) {
+      const auto due = start + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(static_cast<double>(i) / rate));
+      std::this_thread::sleep_until(due);
+    }
+    const auto now = Clock::now();
+    if (duration > 0 && now >= end_by) break;
+    (*producer)->SendAsync(message,
+                           [&latency_ns, &tally, now](absl::StatusOr<MessageId> id) {
+                             if (id.ok()) {
+                               latency_ns.Record(static_cast<uint64_t>(
+                                   std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                       Clock::now() - now)
+                                       .count()));
+                             }
+                             tally.Answer(id);
+                           });
+    sent.fetch_add(1, std::memory_order_relaxed);
+  }
+  const absl::Status flushed = (*producer)->Flush();
+  const double seconds = Seconds(Clock::now() - start);
+  ticker.Stop();
+  const absl::Status closed = (*producer)->Close();
+  producer->reset();
+
+  const uint64_t acked = tally.acknowledged();
+  const double per_s = seconds > 0 ? static_cast<double>(acked) / seconds : 0;
+  bench::Report report({.system = "cairn",
+                        .messages = acked,
+                        .message_bytes = size,
+                        .batch = options.max_batch_messages,
+                        // What the proxy's store does with an acknowledged send is its own
+                        // setting; the client cannot tell.
+                        .sync = false,
+                        .append_messages_per_s = per_s,
+                        .append_mb_per_s = per_s * static_cast<double>(size) / 1e6,
+                        .p50_us = latency_ns.Percentile(50) / 1000,
+                        .p99_us = latency_ns.Percentile(99) / 1000,
+                        .read_mb_per_s = std::nullopt});
+  report.Text("name", "perf_produce");
+  report.Text("transport", "proxy");
+  report.Number("p999_us", latency_ns.Percentile(99.9) / 1000, 1);
+  report.Number("max_us", static_cast<double>(latency_ns.max()) / 1000, 1);
+  report.Number("seconds", seconds, 2);
+  report.Number("target_rate", rate, 0);
+  report.Int("linger_us", static_cast<int64_t>(options.linger.count()));
+  report.Int("batch_bytes", static_cast<int64_t>(options.max_batch_bytes));
+  report.Int("failed", static_cast<int64_t>(tally.failed()));
+  absl::PrintF("%s\n", absl::GetFlag(FLAGS_json) ? report.JsonLine() : report.TextLine());
+  if (tally.failed() > 0) return Fail(kCommand, tally.first_error());
+  if (!flushed.ok()) return Fail(kCommand, flushed);
+  if (!closed.ok()) return Fail(kCommand, closed);
+  return kExitOk;
+}
+
+int RunPerfConsume() {
+  constexpr const char* kCommand = "perf consume";
+  ConsumerOptions options;
+  if (std::string error = ConsumerFlags(options); !error.empty()) {
+    return UsageError(kCommand, error);
+  }
+  const uint64_t messages = absl::GetFlag(FLAGS_messages);
+  const double duration = absl::GetFlag(FLAGS_duration);
+  const auto idle = std::chrono::milliseconds(absl::GetFlag(FLAGS_wait_ms));
+  CatchInterrupts();
+
+  absl::StatusOr<std::unique_ptr<Client>> client = Connect();
+  if (!client.ok()) return Fail(kCommand, client.status());
+  absl::StatusOr<std::unique_ptr<Consumer>> consumer = Subscribe(**client, options);
+  if (!consumer.ok()) return Fail(kCommand, consumer.status());
+
+  bench::LatencyHistogram latency_ns;  // from the message's timestamp to its receipt
+  std::atomic<uint64_t> received{0};
+  std::atomic<uint64_t> bytes{0};
+  const auto start = Clock::now();
+  auto last = start;
+  Ticker ticker([&] {
+    const double seconds = Seconds(Clock::now() - start);
+    return absl::StrFormat("%s: %d received, %.0f msg/s, %.1f MB/s", Name(kCommand),
+                           received.load(), static_cast<double>(received.load()) / seconds,
+                           static_cast<double>(bytes.load()) / 1e6 / seconds);
+  });
+  const auto end_by = start + std::chrono::duration_cast<Clock::duration>(
+                                  std::chrono::duration<double>(duration));
+  absl::Status failure;
+  while ((messages == 0 || received.load() < messages) && !interrupted.load()) {
+    const auto now = Clock::now();
+    if (duration > 0 && now >= end_by) break;
+    if (now - last >= idle) break;
+    absl::StatusOr<std::optional<Message>> m = (*consumer)->Receive(std::chrono::milliseconds(100));
+    if (!m.ok()) {
+      failure = m.status();
+      break;
+    }
+    if (!m->has_value()) continue;
+    last = Clock::now();
+    const int64_t lag_us = NowUs() - (*m)->timestamp_us;
+    latency_ns.Record(static_cast<uint64_t>(std::max<int64_t>(lag_us, 0)) * 1000);
+    received.fetch_add(1, std::memory_order_relaxed);
+    bytes.fetch_add((*m)->value.size(), std::memory_order_relaxed);
+    if (absl::Status acked = (*consumer)->Ack((*m)->id); !acked.ok()) {
+      failure = acked;
+      break;
+    }
+  }
+  // The run ends with the last message received, not with the wait that noticed the end.
+  const double seconds = Seconds(last - start);
+  ticker.Stop();
+  const absl::Status closed = (*consumer)->Close();
+  consumer->reset();
+
+  const uint64_t count = received.load();
+  const double per_s = seconds > 0 ? static_cast<double>(count) / seconds : 0;
+  const double mb_per_s = seconds > 0 ? static_cast<double>(bytes.load()) / 1e6 / seconds : 0;
+  bench::Report report({.system = "cairn",
+                        .messages = count,
+                        .message_bytes = count > 0 ? bytes.load() / count : 0,
+                        .batch = 1,
+                        .sync = false,
+                        .append_messages_per_s = std::nullopt,
+                        .append_mb_per_s = std::nullopt,
+                        .p50_us = latency_ns.Percentile(50) / 1000,
+                        .p99_us = latency_ns.Percentile(99) / 1000,
+                        .read_mb_per_s = mb_per_s});
+  report.Text("name", "perf_consume");
+  report.Text("transport", "proxy");
+  report.Number("consume_msgs_per_s", per_s, 0);
+  report.Number("p999_us", latency_ns.Percentile(99.9) / 1000, 1);
+  report.Number("max_us", static_cast<double>(latency_ns.max()) / 1000, 1);
+  report.Number("seconds", seconds, 2);
+  report.Text("latency", "end_to_end");
+  absl::PrintF("%s\n", absl::GetFlag(FLAGS_json) ? report.JsonLine() : report.TextLine());
+  if (!failure.ok()) return Fail(kCommand, failure);
+  if (!closed.ok()) return Fail(kCommand, closed);
+  return kExitOk;
+}
+
+}  // namespace cairn::cli

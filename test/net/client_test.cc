@@ -1,0 +1,477 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// The client library (cairn/net/client.h) against a proxy served in this process, and against
+// `cairnd standalone` as a child process that is killed and restarted mid-stream.
+#include "cairn/net/client.h"
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "test/net/net_fixtures.h"
+#include "test/net/served_proxy.h"
+#include "test/test_util.h"
+
+namespace cairn::net {
+namespace {
+
+using cairn::testing::ServedProxy;
+using cairn::testing::TempDir;
+using std::chrono::milliseconds;
+
+TopicConfig Partitions(uint32_t n) {
+  TopicConfig config;
+  config.partitions = n;
+  return config;
+}
+
+ProducerOptions BatchOf(size_t messages) {
+  ProducerOptions options;
+  options.max_batch_messages = messages;
+  return options;
+}
+
+OutgoingMessage Value(std::string_view value) {
+  OutgoingMessage message;
+  message.value = value;
+  return message;
+}
+
+std::unique_ptr<Client> ConnectTo(const std::string& address) {
+  ClientOptions options;
+  options.address = address;
+  options.log = NullLog();
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  REQUIRE(client.ok());
+  return *std::move(client);
+}
+
+// Sends `values` (with `key`, if any) and returns their ids, in order.
+std::vector<MessageId> SendAll(Producer& producer, const std::vector<std::string>& values,
+                               std::optional<std::string> key = std::nullopt) {
+  std::mutex mu;
+  std::vector<std::optional<absl::StatusOr<MessageId>>> ids(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    OutgoingMessage message;
+    message.value = values[i];
+    if (key) message.key = *key;
+    producer.SendAsync(message, [&, i](absl::StatusOr<MessageId> id) {
+      std::lock_guard lock(mu);
+      ids[i] = id;
+    });
+  }
+  REQUIRE(producer.Flush().ok());
+  std::vector<MessageId> out;
+  std::lock_guard lock(mu);
+  for (auto& id : ids) {
+    REQUIRE(id.has_value());
+    REQUIRE(id->ok());
+    out.push_back(**id);
+  }
+  return out;
+}
+
+std::vector<std::string> Values(const std::string& prefix, int n) {
+  std::vector<std::string> values;
+  for (int i = 0; i < n; ++i) values.push_back(prefix + std::to_string(i));
+  return values;
+}
+
+std::unique_ptr<Consumer> Subscribe(Client& client, const std::string& topic,
+                                    const std::string& subscription,
+                                    SubscriptionType type = SubscriptionType::kExclusive) {
+  ConsumerOptions options;
+  options.subscription = subscription;
+  options.type = type;
+  // The proxy lets a consumer that closed leave in the background (it may persist cursors):
+  // an exclusive subscription refuses a new consumer until it has.
+  absl::StatusOr<std::unique_ptr<Consumer>> consumer = client.Subscribe(topic, options);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (absl::IsFailedPrecondition(consumer.status()) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+    consumer = client.Subscribe(topic, options);
+  }
+  INFO(consumer.status().ToString());
+  REQUIRE(consumer.ok());
+  return *std::move(consumer);
+}
+
+// Receives until `n` messages came or nothing came for `idle`.
+std::vector<Message> ReceiveUpTo(Consumer& consumer, size_t n, milliseconds idle = milliseconds(3000),
+                                 bool ack = true) {
+  std::vector<Message> messages;
+  while (messages.size() < n) {
+    absl::StatusOr<std::optional<Message>> m = consumer.Receive(idle);
+    REQUIRE(m.ok());
+    if (!m->has_value()) break;
+    if (ack) REQUIRE(consumer.Ack((*m)->id).ok());
+    messages.push_back(**std::move(m));
+  }
+  return messages;
+}
+
+TEST_CASE("client: produce and consume on an exclusive subscription", "[net][client]") {
+  TempDir dir;
+  ServedProxy served(dir.path());
+  std::unique_ptr<Client> client = ConnectTo(served.address());
+  REQUIRE(client->CreateTopic("orders", Partitions(3)).ok());
+
+  absl::StatusOr<std::unique_ptr<Producer>> producer =
+      client->CreateProducer("orders", BatchOf(50));
+  REQUIRE(producer.ok());
+  const std::vector<std::string> values = Values("m", 1000);
+  const std::vector<MessageId> ids = SendAll(**producer, values);
+  // Offsets grow in send order within each partition, and messages without a key spread.
+  std::map<uint32_t, uint64_t> next;
+  for (const MessageId& id : ids) {
+    REQUIRE(id.partition < 3);
+    if (next.count(id.partition)) CHECK(id.offset == next[id.partition]);
+    next[id.partition] = id.offset + 1;
+  }
+  CHECK(next.size() == 3);
+  absl::StatusOr<MessageId> one = (*producer)->Send(Value("last"));
+  REQUIRE(one.ok());
+  REQUIRE((*producer)->Close().ok());
+
+  std::unique_ptr<Consumer> consumer = Subscribe(*client, "orders", "billing");
+  std::vector<Message> got = ReceiveUpTo(*consumer, 1001);
+  REQUIRE(got.size() == 1001);
+  std::set<std::string> seen;
+  std::map<MessageId, std::string, bool (*)(const MessageId&, const MessageId&)> by_id(
+      [](const MessageId& a, const MessageId& b) {
+        return std::tie(a.partition, a.offset) < std::tie(b.partition, b.offset);
+      });
+  for (const Message& m : got) {
+    seen.insert(m.value);
+    by_id[m.id] = m.value;
+    CHECK(!m.redelivered);
+    CHECK(m.timestamp_us > 0);
+  }
+  CHECK(seen.size() == 1001);
+  for (size_t i = 0; i < ids.size(); ++i) CHECK(by_id[ids[i]] == values[i]);
+  REQUIRE(consumer->Close().ok());
+
+  // Everything was acknowledged: the subscription has nothing left.
+  consumer = Subscribe(*client, "orders", "billing");
+  CHECK(ReceiveUpTo(*consumer, 1, milliseconds(500)).empty());
+  REQUIRE(consumer->Close().ok());
+  absl::StatusOr<TopicStats> stats = client->GetTopicStats("orders");
+  REQUIRE(stats.ok());
+  REQUIRE(stats->subscriptions.size() == 1);
+  CHECK(stats->subscriptions[0].backlog == 0);
+}
+
+TEST_CASE("client: one key goes to one partition, in order", "[net][client]") {
+  TempDir dir;
+  ServedProxy served(dir.path());
+  std::unique_ptr<Client> client = ConnectTo(served.address());
+  REQUIRE(client->CreateTopic("keys", Partitions(4)).ok());
+  absl::StatusOr<std::unique_ptr<Producer>> producer = client->CreateProducer("keys");
+  REQUIRE(producer.ok());
+  std::vector<MessageId> a = SendAll(**producer, Values("a", 100), "alpha");
+  std::vector<MessageId> b = SendAll(**producer, Values("b", 100), "beta");
+  for (const MessageId& id : a) CHECK(id.partition == a[0].partition);
+  for (const MessageId& id : b) CHECK(id.partition == b[0].partition);
+  REQUIRE((*producer)->Close().ok());
+
+  std::unique_ptr<Consumer> consumer = Subscribe(*client, "keys", "s");
+  std::vector<Message> got = ReceiveUpTo(*consumer, 200);
+  REQUIRE(got.size() == 200);
+  std::map<std::string, std::vector<std::string>> per_key;
+  for (const Message& m : got) {
+    REQUIRE(m.key.has_value());
+    per_key[*m.key].push_back(m.value);
+  }
+  CHECK(per_key["alpha"] == Values("a", 100));
+  CHECK(per_key["beta"] == Values("b", 100));
+  REQUIRE(consumer->Close().ok());
+}
+
+TEST_CASE("client: failover hands the subscription to the next consumer", "[net][client]") {
+  TempDir dir;
+  ServedProxy served(dir.path());
+  std::unique_ptr<Client> client = ConnectTo(served.address());
+  REQUIRE(client->CreateTopic("f", Partitions(1)).ok());
+  absl::StatusOr<std::unique_ptr<Producer>> producer = client->CreateProducer("f");
+  REQUIRE(producer.ok());
+  SendAll(**producer, Values("v", 100));
+
+  std::unique_ptr<Consumer> first = Subscribe(*client, "f", "s", SubscriptionType::kFailover);
+  std::unique_ptr<Consumer> second = Subscribe(*client, "f", "s", SubscriptionType::kFailover);
+  // The first is active: it gets the messages, the second none. It acknowledges half.
+  std::vector<Message> got = ReceiveUpTo(*first, 50);
+  REQUIRE(got.size() == 50);
+  CHECK(ReceiveUpTo(*second, 1, milliseconds(300), false).empty());
+  REQUIRE(first->Close().ok());
+  // The second takes over with what was not acknowledged.
+  std::vector<Message> rest = ReceiveUpTo(*second, 50);
+  REQUIRE(rest.size() == 50);
+  CHECK(rest.front().value == "v50");
+  CHECK(rest.back().value == "v99");
+  REQUIRE(second->Close().ok());
+  REQUIRE((*producer)->Close().ok());
+}
+
+TEST_CASE("client: shared consumers split the messages; what one leaves unacknowledged goes "
+          "to the other",
+          "[net][client]") {
+  TempDir dir;
+  ServedProxy served(dir.path());
+  std::unique_ptr<Client> client = ConnectTo(served.address());
+  REQUIRE(client->CreateTopic("sh", Partitions(2)).ok());
+  std::unique_ptr<Consumer> a = Subscribe(*client, "sh", "work", SubscriptionType::kShared);
+  std::unique_ptr<Consumer> b = Subscribe(*client, "sh", "work", SubscriptionType::kShared);
+  CHECK(absl::IsFailedPrecondition(a->AckCumulative({0, 0})));
+
+  absl::StatusOr<std::unique_ptr<Producer>> producer =
+      client->CreateProducer("sh", BatchOf(10));
+  REQUIRE(producer.ok());
+  SendAll(**producer, Values("w", 200));
+
+  // b takes what comes to it and acknowledges none of it; a acknowledges everything.
+  std::vector<Message> from_b = ReceiveUpTo(*b, 200, milliseconds(1000), /*ack=*/false);
+  CHECK(!from_b.empty());
+  std::set<std::string> done;
+  std::vector<Message> from_a = ReceiveUpTo(*a, 200, milliseconds(1000));
+  for (const Message& m : from_a) done.insert(m.value);
+  CHECK(!from_a.empty());
+  CHECK(done.size() + from_b.size() == 200);
+  REQUIRE(b->Close().ok());
+  // b's messages come to a again, marked redelivered.
+  std::vector<Message> again = ReceiveUpTo(*a, from_b.size());
+  REQUIRE(again.size() == from_b.size());
+  for (const Message& m : again) {
+    CHECK(m.redelivered);
+    CHECK(done.insert(m.value).second);
+  }
+  CHECK(done.size() == 200);
+  REQUIRE(a->Close().ok());
+  REQUIRE((*producer)->Close().ok());
+}
+
+TEST_CASE("client: a cumulative acknowledgement covers every offset up to it", "[net][client]") {
+  TempDir dir;
+  ServedProxy served(dir.path());
+  std::unique_ptr<Client> client = ConnectTo(served.address());
+  REQUIRE(client->CreateTopic("c", Partitions(1)).ok());
+  absl::StatusOr<std::unique_ptr<Producer>> producer = client->CreateProducer("c");
+  REQUIRE(producer.ok());
+  std::vector<MessageId> ids = SendAll(**producer, Values("c", 100));
+  REQUIRE((*producer)->Close().ok());
+
+  std::unique_ptr<Consumer> consumer = Subscribe(*client, "c", "s");
+  std::vector<Message> got = ReceiveUpTo(*consumer, 100, milliseconds(3000), false);
+  REQUIRE(got.size() == 100);
+  REQUIRE(consumer->AckCumulative(got[49].id).ok());
+  REQUIRE(consumer->Persist().ok());
+  REQUIRE(consumer->Close().ok());
+  consumer = Subscribe(*client, "c", "s");
+  got = ReceiveUpTo(*consumer, 100, milliseconds(1000), false);
+  REQUIRE(got.size() == 50);
+  CHECK(got.front().id == ids[50]);
+  REQUIRE(consumer->Close().ok());
+}
+
+TEST_CASE("client: the proxy's status codes arrive intact", "[net][client]") {
+  TempDir dir;
+  ServedProxy served(dir.path());
+  std::unique_ptr<Client> client = ConnectTo(served.address());
+  REQUIRE(client->CreateTopic("t", Partitions(2)).ok());
+  absl::Status again = client->CreateTopic("t", Partitions(2));
+  CHECK(absl::IsAlreadyExists(again));
+  CHECK(!again.message().empty());
+  CHECK(absl::IsNotFound(client->CreateProducer("missing").status()));
+  CHECK(absl::IsNotFound(client->GetTopicStats("missing").status()));
+  ConsumerOptions options;
+  options.subscription = "s";
+  CHECK(absl::IsNotFound(client->Subscribe("missing", options).status()));
+  CHECK(absl::IsInvalidArgument(client->CreateTopic("bad name!", {})));
+
+  absl::StatusOr<std::vector<TopicSummary>> topics = client->ListTopics();
+  REQUIRE(topics.ok());
+  REQUIRE(topics->size() == 1);
+  CHECK(topics->at(0).name == "t");
+  CHECK(topics->at(0).partitions == 2);
+  REQUIRE(client->DeleteTopic("t").ok());
+  CHECK(absl::IsNotFound(client->DeleteTopic("t")));
+
+  ClientOptions nowhere;
+  nowhere.address = "127.0.0.1:1";
+  nowhere.log = NullLog();
+  CHECK(absl::IsUnavailable(Client::Connect(nowhere).status()));
+}
+
+TEST_CASE("client: blocking calls from a callback fail instead of deadlocking",
+          "[net][client][concurrency]") {
+  TempDir dir;
+  ServedProxy served(dir.path());
+  std::unique_ptr<Client> client = ConnectTo(served.address());
+  REQUIRE(client->CreateTopic("t", {}).ok());
+  absl::StatusOr<std::unique_ptr<Producer>> producer = client->CreateProducer("t");
+  REQUIRE(producer.ok());
+  std::promise<std::pair<absl::Status, absl::Status>> inside;
+  (*producer)->SendAsync(Value("x"), [&](absl::StatusOr<MessageId>) {
+    absl::Status flush = (*producer)->Flush();
+    absl::Status send = (*producer)->Send(Value("y")).status();
+    inside.set_value({flush, send});
+  });
+  auto [flush, send] = inside.get_future().get();
+  CHECK(absl::IsFailedPrecondition(flush));
+  CHECK(absl::IsFailedPrecondition(send));
+  REQUIRE((*producer)->Close().ok());
+}
+
+TEST_CASE("client: back-pressure holds the pending bytes near max_pending_bytes",
+          "[net][client][concurrency]") {
+  TempDir dir;
+  ServedProxy served(dir.path());
+  std::unique_ptr<Client> client = ConnectTo(served.address());
+  REQUIRE(client->CreateTopic("t", {}).ok());
+  ProducerOptions options;
+  options.max_pending_bytes = 64 << 10;
+  options.max_batch_bytes = 8 << 10;
+  absl::StatusOr<std::unique_ptr<Producer>> producer = client->CreateProducer("t", options);
+  REQUIRE(producer.ok());
+  const std::string value(1000, 'x');
+  std::atomic<int64_t> pending{0};
+  std::atomic<int64_t> most{0};
+  std::atomic<int> acked{0};
+  for (int i = 0; i < 2000; ++i) {
+    const int64_t now = pending.fetch_add(1) + 1;
+    int64_t seen = most.load();
+    while (now > seen && !most.compare_exchange_weak(seen, now)) {
+    }
+    (*producer)->SendAsync(Value(value),
+                           [&](absl::StatusOr<MessageId> id) {
+                             if (id.ok()) acked.fetch_add(1);
+                             pending.fetch_sub(1);
+                           });
+  }
+  REQUIRE((*producer)->Flush().ok());
+  CHECK(acked.load() == 2000);
+  // 64 KiB of ~1 KiB messages, and the one being added.
+  CHECK(most.load() <= 66);
+  REQUIRE((*producer)->Close().ok());
+}
+
+// ---- cairnd standalone, killed mid-stream -------------------------------------------------------
+
+TEST_CASE("client: a proxy killed and restarted mid-stream loses no acknowledged message and "
+          "redelivers no acknowledged one",
+          "[net][client][daemon]") {
+  TempDir dir;
+  const std::string data_dir = dir.path() + "/data";
+  auto daemon = std::make_unique<cairn::net::testing::Daemon>(
+      std::vector<std::string>{"standalone", "--data-dir", data_dir, "--listen", "127.0.0.1:0"},
+      dir.path() + "/cairnd-1.log");
+  const int port = daemon->port();
+  ClientOptions options;
+  options.address = daemon->address();
+  options.log = NullLog();
+  options.reconnect_timeout = std::chrono::seconds(30);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  REQUIRE(client.ok());
+  REQUIRE((*client)->CreateTopic("r", Partitions(2)).ok());
+  std::unique_ptr<Consumer> consumer = Subscribe(**client, "r", "s");
+  absl::StatusOr<std::unique_ptr<Producer>> producer =
+      (*client)->CreateProducer("r", BatchOf(20));
+  REQUIRE(producer.ok());
+
+  constexpr int kMessages = 20000;
+  std::mutex mu;
+  std::set<std::string> acknowledged_sends;  // values
+  int failed_sends = 0;
+  std::atomic<bool> producing_done{false};
+  std::atomic<int> answered{0};
+  std::thread producing([&] {
+    for (int i = 0; i < kMessages; ++i) {
+      std::string value = "m" + std::to_string(i);
+      (*producer)->SendAsync(Value(value),
+                             [&, value](absl::StatusOr<MessageId> id) {
+                               std::lock_guard lock(mu);
+                               if (id.ok()) {
+                                 acknowledged_sends.insert(value);
+                               } else {
+                                 ++failed_sends;
+                               }
+                               answered.fetch_add(1);
+                             });
+      if (i % 100 == 0) std::this_thread::sleep_for(milliseconds(2));
+    }
+    (*producer)->Flush().IgnoreError();
+    producing_done.store(true);
+  });
+
+  // The consumer acknowledges every message; none it acknowledged may come again.
+  std::set<std::pair<uint32_t, uint64_t>> acked_ids;
+  std::set<std::string> consumed;
+  int duplicates_of_acked = 0;
+  int redelivered = 0;
+  bool killed = false;
+  int answered_at_kill = 0;
+  size_t consumed_at_kill = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (!killed && answered.load() > kMessages / 3) {
+      answered_at_kill = answered.load();
+      consumed_at_kill = consumed.size();
+      daemon->Kill();
+      daemon = std::make_unique<cairn::net::testing::Daemon>(
+          std::vector<std::string>{"standalone", "--data-dir", data_dir, "--listen",
+                                   "127.0.0.1:" + std::to_string(port)},
+          dir.path() + "/cairnd-2.log");
+      killed = true;
+    }
+    absl::StatusOr<std::optional<Message>> m = consumer->Receive(milliseconds(200));
+    if (!m.ok()) continue;  // e.g. while reconnecting
+    if (!m->has_value()) {
+      if (producing_done.load()) {
+        std::lock_guard lock(mu);
+        bool all = true;
+        for (const std::string& v : acknowledged_sends) {
+          if (!consumed.count(v)) {
+            all = false;
+            break;
+          }
+        }
+        if (all) break;
+      }
+      continue;
+    }
+    const Message& message = **m;
+    if (message.redelivered) ++redelivered;
+    if (!acked_ids.insert({message.id.partition, message.id.offset}).second) ++duplicates_of_acked;
+    consumed.insert(message.value);
+    REQUIRE(consumer->Ack(message.id).ok());
+  }
+  producing.join();
+  REQUIRE(killed);
+  // Killed mid-stream: sends were in flight, and the consumer was under way.
+  CHECK(answered_at_kill < kMessages);
+  CHECK(consumed_at_kill > 0);
+  std::lock_guard lock(mu);
+  INFO("acknowledged sends " << acknowledged_sends.size() << ", failed " << failed_sends
+                             << ", consumed " << consumed.size() << ", redelivered "
+                             << redelivered);
+  CHECK(failed_sends == 0);
+  CHECK(acknowledged_sends.size() == kMessages);
+  CHECK(duplicates_of_acked == 0);
+  int missing = 0;
+  for (const std::string& v : acknowledged_sends) missing += consumed.count(v) == 0;
+  CHECK(missing == 0);
+  REQUIRE(consumer->Close().ok());
+  REQUIRE((*producer)->Close().ok());
+}
+
+}  // namespace
+}  // namespace cairn::net
