@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -27,7 +28,10 @@
 #include "absl/strings/str_format.h"
 #include "bench/histogram.h"
 #include "bench/report.h"
+#include "cairn/metadata.h"
 #include "cairn/net/client.h"
+#include "cairn/store.h"
+#include "cairn/stream.h"
 #include "command.h"
 #include "flags.h"
 #include "json.h"
@@ -517,8 +521,134 @@ int RunCompact() {
   return kExitOk;
 }
 
+// The embedded baseline of `perf produce`: the same messages, batched the same way (up to
+// --batch-messages or --batch-bytes, the partitions' streams in turn), appended through the
+// library in this process, with no client, network or proxy in between. Latency is measured
+// the same way: from a message's send to its acknowledgement.
+int RunPerfEmbedded(const char* kCommand, const std::string& dir) {
+  const uint64_t size = absl::GetFlag(FLAGS_size);
+  uint64_t messages = absl::GetFlag(FLAGS_messages);
+  if (messages == 0) messages = 100000;
+  const uint32_t partitions = std::max<uint32_t>(absl::GetFlag(FLAGS_partitions), 1);
+  const uint64_t batch_messages = std::max<uint64_t>(absl::GetFlag(FLAGS_batch_messages), 1);
+  const uint64_t batch_bytes = absl::GetFlag(FLAGS_batch_bytes);
+  const std::string durability = absl::GetFlag(FLAGS_durability);
+  if (durability != "sync" && durability != "async") {
+    return UsageError(kCommand, "--durability is sync or async");
+  }
+  if (absl::GetFlag(FLAGS_rate) > 0 || absl::GetFlag(FLAGS_duration) > 0) {
+    return UsageError(kCommand, "--embedded measures --messages at full speed only");
+  }
+  std::error_code error;
+  std::filesystem::create_directories(dir + "/ledgers", error);
+  if (error) return Fail(kCommand, absl::InternalError(error.message()));
+  StoreOptions store_options;
+  store_options.data_dirs = {dir + "/ledgers"};
+  store_options.durability = durability == "sync" ? Durability::kSync : Durability::kAsync;
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(store_options);
+  if (!store.ok()) return Fail(kCommand, store.status());
+  absl::StatusOr<std::unique_ptr<MetadataStore>> metadata =
+      OpenLocalMetadataStore({.dir = dir + "/metadata"});
+  if (!metadata.ok()) return Fail(kCommand, metadata.status());
+  {
+    Streams streams(store->get(), metadata->get());
+    std::vector<std::unique_ptr<Stream>> parts;
+    for (uint32_t i = 0; i < partitions; ++i) {
+      const std::string name = absl::StrCat(Topic(), "-embedded-", i);
+      absl::StatusOr<std::unique_ptr<Stream>> stream = streams.Open(name);
+      if (absl::IsNotFound(stream.status())) stream = streams.Create(name);
+      if (!stream.ok()) return Fail(kCommand, stream.status());
+      parts.push_back(*std::move(stream));
+    }
+    std::string value(size, '\0');
+    std::mt19937_64 random(std::random_device{}());
+    for (char& c : value) c = static_cast<char>('a' + random() % 26);
+
+    // Completions run on the store's I/O thread, one at a time.
+    bench::LatencyHistogram latency_ns;
+    std::atomic<uint64_t> acked{0}, failed{0};
+    BatchBuilder batch;
+    std::vector<Clock::time_point> sent_at;
+    uint32_t partition = 0;
+    const auto start = Clock::now();
+    auto send = [&] {
+      auto times = std::make_shared<std::vector<Clock::time_point>>(std::move(sent_at));
+      sent_at.clear();
+      parts[partition]->AppendAsync(
+          batch, [&, times](absl::StatusOr<StreamAppendResult> result) {
+            if (!result.ok()) {
+              failed.fetch_add(times->size());
+              return;
+            }
+            const auto now = Clock::now();
+            for (const Clock::time_point t : *times) {
+              latency_ns.Record(static_cast<uint64_t>(
+                  std::chrono::duration_cast<std::chrono::nanoseconds>(now - t).count()));
+            }
+            acked.fetch_add(times->size());
+          });
+      batch.Reset();
+      partition = (partition + 1) % partitions;
+    };
+    for (uint64_t i = 0; i < messages && !interrupted.load(); ++i) {
+      if (!batch.empty() && (batch.entry_count() >= batch_messages ||
+                             batch.size_bytes() + size + 16 > batch_bytes)) {
+        send();
+      }
+      sent_at.push_back(Clock::now());
+      // As the client does: a message without a timestamp gets the time of its send.
+      const int64_t now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+      absl::Status added = batch.Add({.key = std::nullopt, .value = value, .timestamp_us = now_us});
+      if (!added.ok()) return Fail(kCommand, added);
+    }
+    if (!batch.empty()) send();
+    absl::Status flushed;
+    for (auto& stream : parts) {
+      absl::Status f = stream->Flush();
+      if (flushed.ok()) flushed = f;
+    }
+    const double seconds = Seconds(Clock::now() - start);
+    const double per_s = seconds > 0 ? static_cast<double>(acked.load()) / seconds : 0;
+    bench::Report report({.system = "cairn",
+                          .messages = acked.load(),
+                          .message_bytes = size,
+                          .batch = batch_messages,
+                          .sync = durability == "sync",
+                          .append_messages_per_s = per_s,
+                          .append_mb_per_s = per_s * static_cast<double>(size) / 1e6,
+                          .p50_us = latency_ns.Percentile(50) / 1000,
+                          .p99_us = latency_ns.Percentile(99) / 1000,
+                          .read_mb_per_s = std::nullopt});
+    report.Text("name", "perf_produce");
+    report.Text("transport", "embedded");
+    report.Number("p999_us", latency_ns.Percentile(99.9) / 1000, 1);
+    report.Number("max_us", static_cast<double>(latency_ns.max()) / 1000, 1);
+    report.Number("seconds", seconds, 2);
+    report.Int("partitions", partitions);
+    report.Int("batch_bytes", static_cast<int64_t>(batch_bytes));
+    report.Int("failed", static_cast<int64_t>(failed.load()));
+    absl::PrintF("%s\n", absl::GetFlag(FLAGS_json) ? report.JsonLine() : report.TextLine());
+    for (auto& stream : parts) {
+      absl::Status closed = stream->Close();
+      if (flushed.ok()) flushed = closed;
+    }
+    if (failed.load() > 0 || !flushed.ok()) {
+      return Fail(kCommand, flushed.ok() ? absl::InternalError("appends failed") : flushed);
+    }
+  }
+  metadata->reset();
+  absl::Status closed = (*store)->Close();
+  if (!closed.ok()) return Fail(kCommand, closed);
+  return kExitOk;
+}
+
 int RunPerfProduce() {
   constexpr const char* kCommand = "perf produce";
+  if (const std::string dir = absl::GetFlag(FLAGS_embedded); !dir.empty()) {
+    return RunPerfEmbedded(kCommand, dir);
+  }
   const double rate = absl::GetFlag(FLAGS_rate);
   const uint64_t size = absl::GetFlag(FLAGS_size);
   const double duration = absl::GetFlag(FLAGS_duration);

@@ -187,6 +187,10 @@ const Command kCommands[] = {
             "a JSON object with --json): messages/s and MB/s (10^6 bytes) acknowledged, latency\n"
             "p50/p99/p999/max in microseconds.\n"
             "\n"
+            "With --embedded DIR there is no proxy: the same messages, batched the same way,\n"
+            "are appended through the library in this process to --partitions streams of a store\n"
+            "in DIR (--durability), which is the baseline to compare the proxy with.\n"
+            "\n"
             "Exit status: 0, or 2 if a send failed or the command could not run.\n",
         .flags = {{"proxy", "HOST:PORT", false},
                   {"rate", "R", false},
@@ -196,8 +200,12 @@ const Command kCommands[] = {
                   {"linger_us", "US", false},
                   {"batch_bytes", "B", false},
                   {"batch_messages", "N", false},
+                  {"embedded", "DIR", false},
+                  {"partitions", "N", false},
+                  {"durability", "sync|async", false},
                   {"json", "", false}},
         .examples = {"cairn perf produce bench --messages 1000000 --size 100",
+                     "cairn perf produce bench --messages 1000000 --embedded /tmp/e --partitions 4",
                      "cairn perf produce bench --rate 10000 --duration 30"},
         .run = RunPerfProduce,
         .args = {"TOPIC"},

@@ -42,6 +42,12 @@ ABSL_FLAG(int64_t, linger_us, 1000,
           "How long a batch waits for more messages after its first (ProducerOptions::linger).");
 ABSL_FLAG(uint64_t, batch_bytes, 128 << 10,
           "A batch is sent when it holds this many bytes (ProducerOptions::max_batch_bytes).");
+ABSL_FLAG(std::string, embedded, "",
+          "perf produce: no proxy; append the same workload through the library in this process, "
+          "to a store and metadata created in this directory (the baseline the proxy is compared "
+          "against). Messages go to --partitions streams in turn, one batch each.");
+ABSL_FLAG(std::string, durability, "async",
+          "perf produce --embedded: the store's durability, sync or async.");
 ABSL_FLAG(uint64_t, batch_messages, 1000,
           "A batch is sent when it holds this many messages "
           "(ProducerOptions::max_batch_messages).");

@@ -33,6 +33,8 @@ ABSL_DECLARE_FLAG(double, duration);
 ABSL_DECLARE_FLAG(int64_t, linger_us);
 ABSL_DECLARE_FLAG(uint64_t, batch_bytes);
 ABSL_DECLARE_FLAG(uint64_t, batch_messages);
+ABSL_DECLARE_FLAG(std::string, embedded);
+ABSL_DECLARE_FLAG(std::string, durability);
 
 namespace cairn::cli {
 

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""The network shell's speed targets, measured in one run on this machine.
+
+Starts `cairnd standalone` on a fresh directory (loopback, free ports) and measures with
+`cairn perf produce`:
+
+  1. throughput, async durability: 100-byte messages, batching on, through the proxy, and the
+     same workload appended through the library in-process (`--embedded`), alternating, RUNS
+     times each; medians and their ratio (target: >= 1M messages/s and >= 0.5x embedded);
+  2. publish latency, sync durability: the maximum rate first, then half of it for a few
+     seconds; p50/p99 (target: p99 <= 2 ms at half the maximum rate).
+
+Every result line is printed as `cairn perf` wrote it, then a summary.
+
+  scripts/perf_shell.py [--build-dir build] [--runs 3] [--messages 2000000] [--partitions 4]
+                        [--linger-us 1000] [--latency-linger-us 100] [--latency-seconds 10]
+"""
+import argparse
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def fields(line):
+    return dict(re.findall(r'(\S+)=(\S+)', line))
+
+
+class Standalone:
+    def __init__(self, cairnd, data, durability):
+        self.log = os.path.join(data, 'standalone.log')
+        self.proc = subprocess.Popen(
+            [cairnd, 'standalone', '--data-dir', os.path.join(data, 'store'), '--listen',
+             '127.0.0.1:0', '--metrics-listen', 'none', '--durability', durability],
+            stderr=open(self.log, 'w'))
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            m = re.search(r'proxy listening on (\S+)', open(self.log).read())
+            if m:
+                self.address = m.group(1)
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        sys.exit('cairnd standalone did not start:\n' + open(self.log).read())
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=60)
+
+
+def perf(cairn, args):
+    out = subprocess.run([cairn, 'perf', 'produce'] + args, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    line = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ''
+    print(line, flush=True)
+    if out.returncode != 0:
+        sys.exit('cairn perf produce failed: ' + out.stderr)
+    return fields(line)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--build-dir', default='build')
+    parser.add_argument('--runs', type=int, default=3)
+    parser.add_argument('--messages', type=int, default=2000000)
+    parser.add_argument('--partitions', type=int, default=4)
+    parser.add_argument('--linger-us', type=int, default=1000)
+    parser.add_argument('--latency-linger-us', type=int, default=100)
+    parser.add_argument('--latency-seconds', type=float, default=10)
+    a = parser.parse_args()
+    cairnd = os.path.join(a.build_dir, 'net', 'cairnd')
+    cairn = os.path.join(a.build_dir, 'net', 'cli', 'cairn')
+    work = tempfile.mkdtemp(prefix='cairn-perf-')
+    try:
+        common = ['--size', '100', '--messages', str(a.messages)]
+        # 1. Throughput, async.
+        proxy_rates, embedded_rates = [], []
+        for run in range(a.runs):
+            data = os.path.join(work, f'async-{run}')
+            os.makedirs(data)
+            server = Standalone(cairnd, data, 'async')
+            try:
+                subprocess.run([cairn, 'topics', 'create', 'perf', '--partitions',
+                                str(a.partitions), '--proxy', server.address], check=True,
+                               stdout=subprocess.DEVNULL)
+                r = perf(cairn, ['perf', '--proxy', server.address, '--linger-us',
+                                 str(a.linger_us)] + common)
+                proxy_rates.append(float(r['append_msgs_per_s']))
+            finally:
+                server.stop()
+            r = perf(cairn, ['perf', '--embedded', os.path.join(data, 'embedded'),
+                             '--partitions', str(a.partitions), '--durability', 'async'] + common)
+            embedded_rates.append(float(r['append_msgs_per_s']))
+        # 2. Latency, sync: the maximum rate, then half of it.
+        data = os.path.join(work, 'sync')
+        os.makedirs(data)
+        server = Standalone(cairnd, data, 'sync')
+        try:
+            subprocess.run([cairn, 'topics', 'create', 'perf', '--partitions', str(a.partitions),
+                            '--proxy', server.address], check=True, stdout=subprocess.DEVNULL)
+            r = perf(cairn, ['perf', '--proxy', server.address, '--linger-us',
+                             str(a.latency_linger_us), '--size', '100', '--messages',
+                             str(a.messages // 2)])
+            max_rate = float(r['append_msgs_per_s'])
+            r = perf(cairn, ['perf', '--proxy', server.address, '--linger-us',
+                             str(a.latency_linger_us), '--size', '100', '--rate',
+                             str(int(max_rate / 2)), '--duration', str(a.latency_seconds)])
+            half = r
+        finally:
+            server.stop()
+        proxy = statistics.median(proxy_rates)
+        embedded = statistics.median(embedded_rates)
+        print()
+        print(f'async produce, 100 B, {a.partitions} partitions, batches <= 1000 messages / '
+              f'128 KiB, linger {a.linger_us} us, medians of {a.runs}:')
+        print(f'  proxy    {proxy:,.0f} msgs/s   (runs: ' +
+              ', '.join(f'{x:,.0f}' for x in proxy_rates) + ')')
+        print(f'  embedded {embedded:,.0f} msgs/s   (runs: ' +
+              ', '.join(f'{x:,.0f}' for x in embedded_rates) + ')')
+        print(f'  ratio proxy/embedded {proxy / embedded:.2f} (per run: ' +
+              ', '.join(f'{p / e:.2f}' for p, e in zip(proxy_rates, embedded_rates)) + ')')
+        print(f'  target >= 1,000,000 msgs/s: {"met" if proxy >= 1e6 else "NOT met"}; '
+              f'target >= 0.5x embedded: {"met" if proxy >= 0.5 * embedded else "NOT met"}')
+        p99_ms = float(half['p99_us']) / 1000
+        print(f'sync produce: maximum {max_rate:,.0f} msgs/s; at {int(max_rate / 2):,} msgs/s '
+              f'(linger {a.latency_linger_us} us) achieved {float(half["append_msgs_per_s"]):,.0f}'
+              f' msgs/s, p50 {float(half["p50_us"]) / 1000:.2f} ms, p99 {p99_ms:.2f} ms, '
+              f'p999 {float(half["p999_us"]) / 1000:.2f} ms')
+        print(f'  target p99 <= 2 ms: {"met" if p99_ms <= 2 else "NOT met"}')
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    main()
