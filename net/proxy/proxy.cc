@@ -366,6 +366,7 @@ class ConsumerImpl final : public rpc::Consumer::Server {
 
  protected:
   kj::Promise<void> receive(ReceiveContext context) override {
+    CheckNotLeft();
     const uint64_t max_bytes = std::min(context.getParams().getMaxBytes(), kMaxReadBytes);
     const auto wait =
         std::chrono::microseconds(std::min(context.getParams().getWaitUs(), kMaxWaitSliceUs));
@@ -395,6 +396,7 @@ class ConsumerImpl final : public rpc::Consumer::Server {
   }
 
   kj::Promise<void> ack(AckContext context) override {
+    CheckNotLeft();
     const uint32_t partition = context.getParams().getPartition();
     auto offsets_in = context.getParams().getOffsets();
     std::vector<uint64_t> offsets;
@@ -410,6 +412,7 @@ class ConsumerImpl final : public rpc::Consumer::Server {
   }
 
   kj::Promise<void> ackCumulative(AckCumulativeContext context) override {
+    CheckNotLeft();
     const uint32_t partition = context.getParams().getPartition();
     const uint64_t end = context.getParams().getEnd();
     return RunBlocking(service_.blocking,
@@ -420,6 +423,7 @@ class ConsumerImpl final : public rpc::Consumer::Server {
   }
 
   kj::Promise<void> redeliverUnacknowledged(RedeliverUnacknowledgedContext) override {
+    CheckNotLeft();
     return RunBlocking(service_.blocking,
                        [&service = service_, sub = sub_, consumer = consumer_]() {
                          service.broker.RedeliverUnacknowledged(*sub, consumer.get());
@@ -429,7 +433,7 @@ class ConsumerImpl final : public rpc::Consumer::Server {
   }
 
   kj::Promise<void> close(CloseContext) override {
-    if (left_) ThrowStatus(absl::FailedPreconditionError("the consumer has left"));
+    CheckNotLeft();
     left_ = true;
     service_.consumers.fetch_sub(1);
     return RunBlocking(service_.blocking, [&service = service_, topic = topic_, sub = sub_,
@@ -441,12 +445,17 @@ class ConsumerImpl final : public rpc::Consumer::Server {
   }
 
   kj::Promise<void> persist(PersistContext) override {
+    CheckNotLeft();
     return RunBlocking(service_.blocking,
                        [&service = service_, sub = sub_]() { return service.broker.Persist(*sub); })
         .then(ThrowIfError);
   }
 
  private:
+  void CheckNotLeft() const {
+    if (left_) ThrowStatus(absl::FailedPreconditionError("the consumer has left the subscription"));
+  }
+
   Service& service_;
   std::shared_ptr<Topic> topic_;
   std::shared_ptr<Subscription> sub_;

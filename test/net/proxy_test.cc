@@ -462,6 +462,81 @@ std::vector<Received> ReceiveAll(RawClient& c, rpc::Consumer::Client& consumer, 
   return got;
 }
 
+TEST_CASE("proxy: compaction, the compacted view, retention and unsubscribing", "[proxy]") {
+  TempDir dir;
+  ServedProxy served(dir.path());
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  RawClient c(io, served.address());
+  REQUIRE(c.CreateTopic("prices", 1).ok());
+  rpc::Producer::Client producer = OpenProducer(c, "prices");
+  auto send_keyed = [&](const std::vector<std::string>& values, const std::string& key) {
+    auto request = producer.sendRequest();
+    const std::string batch = Batch(values, key);
+    request.setBatch(AsData(batch));
+    return request.send().wait(io.waitScope).getFirstOffset();
+  };
+  CHECK(send_keyed({"1", "2"}, "acme") == 0);
+  CHECK(send_keyed({"10"}, "bolt") == 2);
+  CHECK(send_keyed({"3"}, "acme") == 3);
+
+  auto compact = c.proxy.compactRequest();
+  compact.setName("prices");
+  auto reports = compact.send().wait(io.waitScope).getReports();
+  REQUIRE(reports.size() == 1);
+  CHECK(reports[0].getCompacted());
+  CHECK(reports[0].getHorizon() == 4);
+  CHECK(reports[0].getInputEntries() == 4);
+  CHECK(reports[0].getOutputEntries() == 2);
+
+  // The latest value of each key, in offset order.
+  auto read = c.proxy.readCompactedRequest();
+  read.setTopic("prices");
+  read.setFromOffset(0);
+  read.setMaxBytes(1 << 20);
+  auto view = read.send().wait(io.waitScope);
+  std::vector<std::pair<uint64_t, std::string>> got;
+  for (auto m : view.getMessages()) {
+    REQUIRE(m.getHasKey());
+    const auto key = m.getKey();
+    const auto value = m.getValue();
+    got.emplace_back(m.getOffset(), std::string(key.asChars().begin(), key.size()) + "=" +
+                                        std::string(value.asChars().begin(), value.size()));
+  }
+  CHECK(got == std::vector<std::pair<uint64_t, std::string>>{{2, "bolt=10"}, {3, "acme=3"}});
+  CHECK(view.getNextOffset() == 4);
+  auto bad_partition = c.proxy.readCompactedRequest();
+  bad_partition.setTopic("prices");
+  bad_partition.setPartition(1);
+  CHECK(absl::IsInvalidArgument(c.Status(bad_partition.send())));
+
+  auto retention = c.proxy.setRetentionRequest();
+  retention.setName("prices");
+  retention.initRetention().setMaxBytes(1 << 30);
+  CHECK(c.Status(retention.send()).ok());
+  auto bad_retention = c.proxy.setRetentionRequest();
+  bad_retention.setName("prices");
+  bad_retention.initRetention().setMaxAgeUs(-1);
+  CHECK(absl::IsInvalidArgument(c.Status(bad_retention.send())));
+
+  // A subscription with a consumer attached is not deleted; once it has left, it is.
+  auto unsubscribe = [&](const std::string& name) {
+    auto request = c.proxy.unsubscribeRequest();
+    request.setTopic("prices");
+    request.setSubscription(name);
+    return c.Status(request.send());
+  };
+  rpc::Consumer::Client consumer = Subscribe(c, "prices", "s", rpc::SubscriptionType::EXCLUSIVE);
+  CHECK(absl::IsFailedPrecondition(unsubscribe("s")));
+  consumer.closeRequest().send().wait(io.waitScope);
+  CHECK(absl::IsFailedPrecondition(c.Status(consumer.persistRequest().send())));
+  CHECK(absl::IsFailedPrecondition(c.Status(consumer.closeRequest().send())));
+  CHECK(unsubscribe("s").ok());
+  CHECK(absl::IsNotFound(unsubscribe("s")));
+  auto stats_request = c.proxy.topicStatsRequest();
+  stats_request.setName("prices");
+  CHECK(stats_request.send().wait(io.waitScope).getStats().getSubscriptions().size() == 0);
+}
+
 TEST_CASE("proxy: cairnd proxy over cairnd store keeps no state; a new proxy carries on",
           "[proxy][daemon]") {
   TempDir dir;
