@@ -509,7 +509,6 @@ absl::StatusOr<Delivered> Broker::Receive(Topic& topic, Subscription& sub, Consu
   using Clock = std::chrono::steady_clock;
   const Clock::time_point deadline = Clock::now() + wait;
   const uint32_t n = sub.parts.size();
-  const ReadLimits limits{.max_bytes = max_bytes};
   Delivered out;
   while (true) {
     // May this consumer take anything now, and is something to be delivered again?
@@ -551,7 +550,15 @@ absl::StatusOr<Delivered> Broker::Receive(Topic& topic, Subscription& sub, Consu
       if (!out.items.empty()) return out;
       continue;
     }
-    // New messages: the first partition with some, without waiting; then wait on one.
+    // New messages. A shared subscription with several consumers deals one batch per receive,
+    // so that the batches alternate between the consumers asking, rather than the first to ask
+    // taking everything there is.
+    ReadLimits limits{.max_bytes = max_bytes};
+    {
+      std::lock_guard lock(sub.mu);
+      if (sub.kind == SubscriptionKind::kShared && sub.consumers.size() > 1) limits.max_bytes = 1;
+    }
+    // The first partition with some, without waiting; then wait on one.
     enum class Outcome { kDelivered, kNothing, kAgain };
     auto try_partition = [&](uint32_t index,
                              std::chrono::microseconds slice) -> absl::StatusOr<Outcome> {
