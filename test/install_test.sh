@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Installs cairn into a scratch prefix and builds examples/ against the installed copy, as a
 # separate project would (find_package(cairn), target cairn::cairn), then runs the quickstart.
+# `client` builds the network shell too, and runs the installed client example (cairn::net_client)
+# against the installed cairnd standalone.
 #
-#   install_test.sh SOURCE_DIR WORK_DIR static|shared
+#   install_test.sh SOURCE_DIR WORK_DIR static|shared|client
 set -euo pipefail
 src=$1 work=$2 kind=$3
+net=OFF
 case "$kind" in
   static) shared=OFF ;;
   shared) shared=ON ;;
-  *) echo "install_test.sh: kind must be static or shared, not '$kind'" >&2; exit 2 ;;
+  client) shared=OFF net=ON ;;
+  *) echo "install_test.sh: kind must be static, shared or client, not '$kind'" >&2; exit 2 ;;
 esac
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
@@ -17,7 +21,7 @@ rm -rf "$work"
 mkdir -p "$work"
 cmake -S "$src" -B "$work/build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DBUILD_SHARED_LIBS=$shared -DCAIRN_BUILD_TESTS=OFF -DCAIRN_BUILD_BENCH=OFF \
-  -DCAIRN_BUILD_EXAMPLES=OFF -DCAIRN_BUILD_NET=OFF >"$work/configure.log"
+  -DCAIRN_BUILD_EXAMPLES=OFF -DCAIRN_BUILD_NET=$net >"$work/configure.log"
 cmake --build "$work/build" >"$work/build.log"
 cmake --install "$work/build" --prefix "$work/prefix" >"$work/install.log"
 
@@ -48,4 +52,21 @@ if [ "$kind" = shared ]; then
 fi
 "$work/examples/quickstart" "$work/data" >"$work/quickstart.out"
 grep -q "checksum ok" "$work/quickstart.out"
+if [ "$kind" = client ]; then
+  test -f "$work/prefix/include/cairn/net/client.h"
+  test -x "$work/prefix/bin/cairnd"
+  "$work/prefix/bin/cairnd" standalone --data-dir "$work/standalone" --listen 127.0.0.1:0 \
+    --metrics-listen none 2>"$work/standalone.log" &
+  pid=$!
+  trap 'kill -TERM $pid 2>/dev/null || true; wait $pid 2>/dev/null || true' EXIT
+  address=""
+  for _ in $(seq 1 100); do
+    address=$(sed -n 's/.*proxy listening on \([0-9.]*:[0-9]*\).*/\1/p' "$work/standalone.log")
+    [ -n "$address" ] && break
+    sleep 0.1
+  done
+  [ -n "$address" ] || { cat "$work/standalone.log" >&2; exit 1; }
+  "$work/examples/hello_topic" "$address" >"$work/hello_topic.out"
+  grep -q "received cairn" "$work/hello_topic.out"
+fi
 echo "install test ($kind): OK"
