@@ -29,6 +29,7 @@
 #include "net/net_status.h"
 #include "net/proxy/proxy.h"
 #include "net/store_node/store_node.h"
+#include "net/store_node/thread_pool.h"
 
 ABSL_FLAG(std::string, data_dir, "", "store: directory of the store's ledgers (required)");
 ABSL_FLAG(
@@ -216,44 +217,132 @@ int RunProxy() {
   std::string metadata_address = absl::GetFlag(FLAGS_metadata);
   if (metadata_address.empty()) metadata_address = store_address;
   const std::string listen = ListenFlag(kDefaultProxyPort);
+  const std::string metrics_listen = MetricsListenFlag(kDefaultProxyMetricsPort);
 
   kj::UnixEventPort::captureSignal(SIGTERM);
   kj::UnixEventPort::captureSignal(SIGINT);
   kj::AsyncIoContext io = kj::setupAsyncIo();
   LogFunction log = StderrLog();
 
-  absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> ledgers =
-      RemoteLedgerSet::Connect({.address = store_address, .log = log});
-  if (!ledgers.ok()) {
-    return Fail(absl::StrCat("proxy: connecting to store node ", store_address, ": ",
-                             ledgers.status().ToString()));
+  std::unique_ptr<RemoteLedgerSet> ledgers;
+  std::unique_ptr<MetadataStore> metadata;
+  auto connect = [&]() -> absl::Status {
+    absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> l =
+        RemoteLedgerSet::Connect({.address = store_address, .log = log});
+    if (!l.ok()) {
+      return absl::Status(
+          l.status().code(),
+          absl::StrCat("connecting to store node ", store_address, ": ", l.status().message()));
+    }
+    absl::StatusOr<std::unique_ptr<MetadataStore>> m =
+        ConnectMetadataStore({.address = metadata_address, .log = log});
+    if (!m.ok()) {
+      return absl::Status(m.status().code(),
+                          absl::StrCat("connecting to the metadata service at ", metadata_address,
+                                       ": ", m.status().message()));
+    }
+    ledgers = *std::move(l);
+    metadata = *std::move(m);
+    return absl::OkStatus();
+  };
+  if (absl::Status connected = connect(); !connected.ok()) {
+    return Fail(absl::StrCat("proxy: ", connected.ToString()));
   }
-  absl::StatusOr<std::unique_ptr<MetadataStore>> metadata =
-      ConnectMetadataStore({.address = metadata_address, .log = log});
-  if (!metadata.ok()) {
-    return Fail(absl::StrCat("proxy: connecting to the metadata service at ", metadata_address,
-                             ": ", metadata.status().ToString()));
-  }
+
   int exit_code = 0;
   kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&] {
-    ProxyOptions proxy_options;
-    proxy_options.log = log;
-    // Below what the remote ledger set accepts without blocking the caller.
-    proxy_options.max_in_flight_send_bytes = kMaxClientInFlightBytes / 2;
-    MetricsRegistry registry;
-    proxy_options.metrics = &registry;
-    ProxyServer server(ledgers->get(), metadata->get(), io.provider->getTimer(), proxy_options);
-    ServeUntilSignal(
-        io, server, "proxy", listen, kDefaultProxyPort, registry,
-        MetricsListenFlag(kDefaultProxyMetricsPort), kDefaultProxyMetricsPort, log,
-        absl::StrCat("(store node ", store_address, ", metadata ", metadata_address, ")"));
+    auto listen_on = [&](const std::string& address, uint16_t port) {
+      return io.provider->getNetwork()
+          .parseAddress(kj::StringPtr(address.c_str()), port)
+          .wait(io.waitScope)
+          ->listen();
+    };
+    auto host = [](const std::string& address) { return address.substr(0, address.rfind(':')); };
+    kj::Own<kj::ConnectionReceiver> metrics_listener;
+    if (!metrics_listen.empty()) {
+      metrics_listener = listen_on(metrics_listen, kDefaultProxyMetricsPort);
+      log(LogLevel::kInfo, absl::StrCat("serving metrics on http://", host(metrics_listen), ":",
+                                        metrics_listener->getPort(), "/metrics"));
+    }
+    kj::Own<kj::ConnectionReceiver> listener = listen_on(listen, kDefaultProxyPort);
+    log(LogLevel::kInfo,
+        absl::StrCat("proxy listening on ", host(listen), ":", listener->getPort(), " (store node ",
+                     store_address, ", metadata ", metadata_address, ")"));
+    auto signalled = kj::newPromiseAndFulfiller<void>();
+    bool stopping = false;
+    kj::Promise<void> watch_signal =
+        io.unixEventPort.onSignal(SIGTERM)
+            .exclusiveJoin(io.unixEventPort.onSignal(SIGINT))
+            .then([&](siginfo_t info) {
+              log(LogLevel::kInfo, absl::StrCat("signal ", info.si_signo, ": shutting down"));
+              stopping = true;
+              signalled.fulfiller->fulfill();
+            })
+            .eagerlyEvaluate(nullptr);
+    kj::ForkedPromise<void> stop = signalled.promise.fork();
+    // One proxy per connection to the store node. When the node goes away (a restart, say),
+    // the proxy is shut down, which closes the clients' connections (they reconnect), and a new
+    // one starts once the node answers again: the proxy has no state to lose.
+    internal::ThreadPool checker(1);
+    while (!stopping) {
+      ProxyOptions proxy_options;
+      proxy_options.log = log;
+      // Below what the remote ledger set accepts without blocking the caller.
+      proxy_options.max_in_flight_send_bytes = kMaxClientInFlightBytes / 2;
+      MetricsRegistry registry;
+      proxy_options.metrics = &registry;
+      MetricsHttpServer metrics_server(io.provider->getTimer(), &registry);
+      if (metrics_listener.get() != nullptr) metrics_server.Listen(*metrics_listener);
+      {
+        ProxyServer server(ledgers.get(), metadata.get(), io.provider->getTimer(), proxy_options);
+        server.Listen(*listener);
+        // Resolves when the store node stops answering.
+        kj::Function<kj::Promise<void>()> watch = [&]() -> kj::Promise<void> {
+          return io.provider->getTimer()
+              .afterDelay(500 * kj::MILLISECONDS)
+              .then([&]() {
+                return internal::RunBlocking(checker, [ledgers = ledgers.get()]() {
+                  return ledgers->GetLedgerInfo(kNoEntry).status();
+                });
+              })
+              .then([&](absl::Status status) -> kj::Promise<void> {
+                if (absl::IsUnavailable(status)) {
+                  log(LogLevel::kWarning,
+                      absl::StrCat("lost the store node: ", status.ToString(),
+                                   "; closing client connections and reconnecting"));
+                  return kj::READY_NOW;
+                }
+                return watch();
+              });
+        };
+        stop.addBranch().exclusiveJoin(watch()).wait(io.waitScope);
+        server.Shutdown().wait(io.waitScope);
+      }
+      metrics_server.Shutdown().wait(io.waitScope);
+      if (stopping) break;
+      metadata.reset();
+      ledgers.reset();
+      // Back off until the node answers again, or a signal.
+      for (auto delay = 100 * kj::MILLISECONDS; !stopping;
+           delay = std::min(delay * 2, 5 * kj::SECONDS)) {
+        absl::Status connected = connect();
+        if (connected.ok()) {
+          log(LogLevel::kInfo, absl::StrCat("reconnected to store node ", store_address));
+          break;
+        }
+        stop.addBranch()
+            .exclusiveJoin(io.provider->getTimer().afterDelay(delay))
+            .wait(io.waitScope);
+      }
+    }
+    checker.Stop();
   });
   KJ_IF_MAYBE (exception, failure) {
     log(LogLevel::kError, ExceptionToStatus(*exception).ToString());
     exit_code = 1;
   }
-  metadata->reset();
-  ledgers->reset();
+  metadata.reset();
+  ledgers.reset();
   if (exit_code == 0) log(LogLevel::kInfo, "proxy closed");
   return exit_code;
 }

@@ -6,13 +6,18 @@
 // restart on the same directories.
 #include "net/proxy/proxy.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
 #include <future>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -53,7 +58,9 @@ struct RawClient {
   absl::Status Status(Promise&& promise) {
     kj::Maybe<kj::Exception> failure =
         kj::runCatchingExceptions([&] { promise.wait(io.waitScope); });
-    KJ_IF_MAYBE (exception, failure) { return ExceptionToStatus(*exception); }
+    KJ_IF_MAYBE (exception, failure) {
+      return ExceptionToStatus(*exception);
+    }
     return absl::OkStatus();
   }
 
@@ -241,8 +248,7 @@ TEST_CASE("proxy: sends return offsets per partition; bad batches are refused", 
   for (size_t i = 0; i < 50; ++i) CHECK(replies[i].wait(io.waitScope).getFirstOffset() == 4u + i);
 }
 
-TEST_CASE("proxy: an exclusive subscription delivers in order and resumes after acks",
-          "[proxy]") {
+TEST_CASE("proxy: an exclusive subscription delivers in order and resumes after acks", "[proxy]") {
   TempDir dir;
   ServedProxy served(dir.path());
   kj::AsyncIoContext io = kj::setupAsyncIo();
@@ -414,8 +420,7 @@ TEST_CASE("proxy: a consumer holding too much unacknowledged gets nothing more",
   CHECK(last[0].offset == 3);
 }
 
-TEST_CASE("proxy: a new proxy on the same directories resumes from persisted acks",
-          "[proxy]") {
+TEST_CASE("proxy: a new proxy on the same directories resumes from persisted acks", "[proxy]") {
   TempDir dir;
   {
     ServedProxy served(dir.path());
@@ -541,8 +546,8 @@ TEST_CASE("proxy: cairnd proxy over cairnd store keeps no state; a new proxy car
           "[proxy][daemon]") {
   TempDir dir;
   testing::Daemon store(dir.path() + "/store", dir.path() + "/store.log");
-  const std::vector<std::string> proxy_args = {"proxy",    "--store",          store.address(),
-                                               "--listen", "127.0.0.1:0",      "--metrics-listen",
+  const std::vector<std::string> proxy_args = {"proxy",      "--store",     store.address(),
+                                               "--listen",   "127.0.0.1:0", "--metrics-listen",
                                                "127.0.0.1:0"};
   for (int round = 0; round < 3; ++round) {
     INFO("round " << round);
@@ -554,7 +559,8 @@ TEST_CASE("proxy: cairnd proxy over cairnd store keeps no state; a new proxy car
       if (round == 0) REQUIRE(c.CreateTopic("t", 2).ok());
       rpc::Producer::Client producer = OpenProducer(c, "t");
       // Offsets continue where the previous proxy's acknowledged sends ended.
-      CHECK(Send(c, producer, {"r" + std::to_string(round) + "a", "r" + std::to_string(round) + "b"},
+      CHECK(Send(c, producer,
+                 {"r" + std::to_string(round) + "a", "r" + std::to_string(round) + "b"},
                  0) == 2u * round);
       rpc::Consumer::Client consumer = Subscribe(c, "t", "s", rpc::SubscriptionType::EXCLUSIVE);
       // Each round acknowledges its own two messages, so each round sees exactly those.
@@ -571,8 +577,9 @@ TEST_CASE("proxy: cairnd proxy over cairnd store keeps no state; a new proxy car
       CHECK(scrape.status == 200);
       CHECK(scrape.body.find("\ncairn_proxy_sends_total 1\n") != std::string::npos);
       CHECK(scrape.body.find("\ncairn_proxy_messages_in_total 2\n") != std::string::npos);
-      CHECK(scrape.body.find("cairn_proxy_subscription_backlog{topic=\"t\",subscription=\"s\"} 0") !=
-            std::string::npos);
+      CHECK(
+          scrape.body.find("cairn_proxy_subscription_backlog{topic=\"t\",subscription=\"s\"} 0") !=
+          std::string::npos);
       CHECK(scrape.body.find("cairn_proxy_send_latency_seconds_count 1") != std::string::npos);
     }
     if (round == 1) {
@@ -583,11 +590,66 @@ TEST_CASE("proxy: cairnd proxy over cairnd store keeps no state; a new proxy car
   }
 }
 
+// A free loopback port, for a daemon that must come back on the same one.
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+  socklen_t length = sizeof(address);
+  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+TEST_CASE("proxy: cairnd proxy outlives a restart of its store node", "[proxy][daemon]") {
+  TempDir dir;
+  const std::string store_address = "127.0.0.1:" + std::to_string(FreePort());
+  const std::vector<std::string> store_args = {"store",      "--data-dir",  dir.path() + "/store",
+                                               "--listen",   store_address, "--metrics-listen",
+                                               "127.0.0.1:0"};
+  std::optional<testing::Daemon> store;
+  store.emplace(store_args, dir.path() + "/store.log");
+  testing::Daemon proxy({"proxy", "--store", store_address, "--listen", "127.0.0.1:0",
+                         "--metrics-listen", "127.0.0.1:0"},
+                        dir.path() + "/proxy.log");
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  {
+    RawClient c(io, proxy.address());
+    REQUIRE(c.CreateTopic("t", 1).ok());
+    rpc::Producer::Client producer = OpenProducer(c, "t");
+    CHECK(Send(c, producer, {"before-0"}) == 0);
+    CHECK(Send(c, producer, {"before-1"}) == 1);
+    rpc::Consumer::Client consumer = Subscribe(c, "t", "s", rpc::SubscriptionType::EXCLUSIVE);
+    std::vector<Received> got = ReceiveAll(c, consumer, 2);
+    REQUIRE(got.size() == 2);
+    Ack(c, consumer, 0, {0});
+    consumer.persistRequest().send().wait(io.waitScope);
+    consumer.closeRequest().send().wait(io.waitScope);
+  }
+  CHECK(store->Terminate() == 0);
+  store.emplace(store_args, dir.path() + "/store-2.log");
+  proxy.WaitForLog("(reconnected to store node)");
+  // The proxy closed its clients' connections when it lost the node; a new one carries on from
+  // what was acknowledged.
+  RawClient c(io, proxy.address());
+  rpc::Producer::Client producer = OpenProducer(c, "t");
+  CHECK(Send(c, producer, {"after-2"}) == 2);
+  rpc::Consumer::Client consumer = Subscribe(c, "t", "s", rpc::SubscriptionType::EXCLUSIVE);
+  std::vector<Received> got = ReceiveAll(c, consumer, 2);
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].value == "before-1");
+  CHECK(got[1].value == "after-2");
+  CHECK(proxy.Terminate() == 0);
+}
+
 TEST_CASE("proxy: cairnd standalone survives SIGKILL with every acknowledged send",
           "[proxy][daemon]") {
   TempDir dir;
-  const std::vector<std::string> args = {"standalone", "--data-dir",       dir.path() + "/data",
-                                         "--listen",   "127.0.0.1:0",      "--metrics-listen",
+  const std::vector<std::string> args = {"standalone", "--data-dir",  dir.path() + "/data",
+                                         "--listen",   "127.0.0.1:0", "--metrics-listen",
                                          "127.0.0.1:0"};
   uint64_t acknowledged = 0;
   {
