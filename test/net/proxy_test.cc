@@ -290,7 +290,9 @@ TEST_CASE("proxy: an exclusive subscription delivers in order and resumes after 
     Ack(c, consumer, 0, {3});
     auto stats_request = c.proxy.topicStatsRequest();
     stats_request.setName("t");
-    auto stats = stats_request.send().wait(io.waitScope).getStats();
+    // The response owns what its readers point into: keep it.
+    auto stats_response = stats_request.send().wait(io.waitScope);
+    auto stats = stats_response.getStats();
     REQUIRE(stats.getSubscriptions().size() == 1);
     CHECK(stats.getSubscriptions()[0].getBacklog() == 2);
     CHECK(stats.getSubscriptions()[0].getConsumers() == 1);
@@ -486,7 +488,8 @@ TEST_CASE("proxy: compaction, the compacted view, retention and unsubscribing", 
 
   auto compact = c.proxy.compactRequest();
   compact.setName("prices");
-  auto reports = compact.send().wait(io.waitScope).getReports();
+  auto compacted = compact.send().wait(io.waitScope);
+  auto reports = compacted.getReports();
   REQUIRE(reports.size() == 1);
   CHECK(reports[0].getCompacted());
   CHECK(reports[0].getHorizon() == 4);
