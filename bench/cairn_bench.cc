@@ -84,8 +84,8 @@
 #include "cairn/io.h"
 #include "cairn/ledger.h"
 #include "cairn/metadata.h"
-#include "cairn/stream.h"
 #include "cairn/store.h"
+#include "cairn/stream.h"
 #include "src/util/status_macros.h"
 
 // ---- flags ------------------------------------------------------------------------------------
@@ -119,6 +119,9 @@ ABSL_FLAG(bool, journal, false,
           "same device as the data here, so group commit syncs one journal file per round.");
 ABSL_FLAG(uint64_t, group_commit_max_bytes, 0,
           "StoreOptions::group_commit_max_bytes; 0: the store's default.");
+ABSL_FLAG(bool, sync_file_system, true,
+          "StoreOptions::sync_file_system: one syncfs per round and data directory instead of one "
+          "fdatasync per segment (sync mode, no journal).");
 ABSL_FLAG(uint64_t, max_in_flight_bytes, 0,
           "StoreOptions::max_in_flight_bytes; 0: the store's default.");
 
@@ -225,7 +228,7 @@ struct Case {
   uint32_t ledgers = 1;
   uint32_t appenders = 1;
   Durability durability = Durability::kAsync;
-  bool pipelined = true;            // AppendAsync back to back; else blocking Append.
+  bool pipelined = true;  // AppendAsync back to back; else blocking Append.
   // Append through streams (one per ledger) instead of to ledgers, and compare with the named
   // ledger case of this run (ratio_vs_ledger).
   bool through_streams = false;
@@ -477,9 +480,8 @@ absl::Status Validate(const Case& c) {
                         c.name, c.entries, c.batch_entries, c.appenders));
   }
   if (c.kind == Kind::kCompaction && (c.key_space == 0 || c.appenders != 1 || c.ledgers != 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s: one appender writes one stream over a key space of at least 1",
-                        c.name));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: one appender writes one stream over a key space of at least 1", c.name));
   }
   if (c.kind == Kind::kTailRead && c.tail_batches_per_s == 0) {
     return absl::InvalidArgumentError(absl::StrFormat("%s: the writer needs a pace", c.name));
@@ -560,6 +562,7 @@ StoreOptions MakeStoreOptions(const Context& ctx, const std::string& dir, Durabi
   if (uint64_t v = absl::GetFlag(FLAGS_max_in_flight_bytes); v != 0) {
     options.max_in_flight_bytes = v;
   }
+  options.sync_file_system = absl::GetFlag(FLAGS_sync_file_system);
   options.file_system = ctx.fs;
   if (absl::GetFlag(FLAGS_journal)) options.journal_dir = dir + "/journal";
   return options;
@@ -891,6 +894,7 @@ void AddSetup(Report& r, const Context& ctx, const Case& c) {
   if (!IsOpen(c.kind)) r.Text("api", c.pipelined ? "async" : "blocking");
   if (ctx.segment_bytes != 0) r.Int("segment_bytes", static_cast<int64_t>(ctx.segment_bytes));
   r.Int("journal", absl::GetFlag(FLAGS_journal) ? 1 : 0);
+  if (!absl::GetFlag(FLAGS_sync_file_system)) r.Int("sync_file_system", 0);
   if (uint32_t v = absl::GetFlag(FLAGS_group_commit_max_delay_us); v != 0) {
     r.Int("group_commit_max_delay_us", v);
   }
@@ -1038,8 +1042,8 @@ absl::StatusOr<Report> RunAppendCase(Context& ctx, const Case& c, const std::str
   AppendOutcome outcome;
   {
     Progress progress(ctx.progress, c.name + ": appending", c.entries, "entries");
-    CAIRN_ASSIGN_OR_RETURN(
-        outcome, RunAppends(*store, c, ledgers, *ctx.payload, progress, stream_pointers));
+    CAIRN_ASSIGN_OR_RETURN(outcome,
+                           RunAppends(*store, c, ledgers, *ctx.payload, progress, stream_pointers));
   }
   uint64_t stored_bytes = 0;
   if (c.through_streams) {
@@ -1516,8 +1520,8 @@ absl::StatusOr<Report> RunRocksCase(Context& ctx, const Case& c) {
     const double seconds = Seconds(Clock::now() - begin);
     it.reset();
     if (entries != appended.entries) {
-      return absl::DataLossError(absl::StrFormat("rocksdb read back %d entries of %d", entries,
-                                                 appended.entries));
+      return absl::DataLossError(
+          absl::StrFormat("rocksdb read back %d entries of %d", entries, appended.entries));
     }
     read_mb_per_s = Megabytes(static_cast<double>(bytes)) / seconds;
     h.read_mb_per_s = read_mb_per_s;
@@ -1565,10 +1569,10 @@ absl::StatusOr<Report> RunCompactionCase(Context& ctx, const Case& c, const std:
       batch.Reset();
       for (uint32_t e = 0; e < c.batch_entries; ++e) {
         key = absl::StrFormat("key-%08d", random() % c.key_space);
-        CAIRN_RETURN_IF_ERROR(batch.Add(
-            {.key = key,
-             .value = ctx.payload->Value(b * c.batch_entries + e, c.entry_bytes),
-             .timestamp_us = now_us}));
+        CAIRN_RETURN_IF_ERROR(
+            batch.Add({.key = key,
+                       .value = ctx.payload->Value(b * c.batch_entries + e, c.entry_bytes),
+                       .timestamp_us = now_us}));
       }
       AppendCallback done = completions.Track();
       stream->AppendAsync(batch, [done = std::move(done)](absl::StatusOr<StreamAppendResult> r) {
@@ -1599,8 +1603,8 @@ absl::StatusOr<Report> RunCompactionCase(Context& ctx, const Case& c, const std:
   CAIRN_ASSIGN_OR_RETURN(CompactionResult pass, compactor->CompactNow());
   const double seconds = Seconds(Clock::now() - begin);
   if (pass.horizon != appended.entries || pass.key_map_full) {
-    return absl::InternalError(absl::StrFormat(
-        "the pass compacted up to offset %d of %d", pass.horizon, appended.entries));
+    return absl::InternalError(absl::StrFormat("the pass compacted up to offset %d of %d",
+                                               pass.horizon, appended.entries));
   }
   compactor.reset();
   CAIRN_RETURN_IF_ERROR(stream->Close());
@@ -1619,8 +1623,8 @@ absl::StatusOr<Report> RunCompactionCase(Context& ctx, const Case& c, const std:
   AddCacheFields(r, cache);
   r.Int("key_space", static_cast<int64_t>(c.key_space));
   r.Number("compaction_input_MB_per_s", input_mb_per_s, 1);
-  r.Number("compaction_stored_MB_per_s",
-           Megabytes(static_cast<double>(pass.input_bytes)) / seconds, 1);
+  r.Number("compaction_stored_MB_per_s", Megabytes(static_cast<double>(pass.input_bytes)) / seconds,
+           1);
   r.Number("compaction_s", seconds, 3);
   r.Number("compaction_read_MB", Megabytes(static_cast<double>(pass.bytes_read)), 1);
   r.Int("compaction_output_entries", static_cast<int64_t>(pass.output_entries));

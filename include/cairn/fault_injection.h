@@ -7,7 +7,8 @@
 // Durability model (what SimulateCrash() keeps):
 //  - File data: a write is durable once a sync request on the same file that was enqueued
 //    *after the write's completion was reaped* completes successfully. Writes in flight when a
-//    sync is enqueued are not covered by it. Truncate and Allocate count as writes.
+//    sync is enqueued are not covered by it. Truncate and Allocate count as writes. A
+//    file-system sync (IoOp::kSyncFileSystem) counts as a sync of every file, not of directories.
 //  - A failed sync (injected EIO) does not make anything durable, and, like Linux after an
 //    fsync error, a later successful sync does not either: the writes it failed to persist are
 //    lost at the crash although reads still return them until then.
@@ -95,7 +96,8 @@ struct FaultOperation {
     kRename,
     kRemove,
     kCreateDirectory,
-    kRemoveDirectory
+    kRemoveDirectory,
+    kFileSystemSync,  // IoOp::kSyncFileSystem; `path` is the file it was requested on.
   };
   Kind kind = Kind::kWrite;
   std::string path = {};  // kRename: the new path; `from` holds the old one.

@@ -71,6 +71,12 @@ enum class IoOp : uint8_t {
   kDataSync,  // fdatasync: the file's data and the metadata needed to read it back.
   kSync,      // fsync: everything, including a directory's entries when `file` is a directory.
   kAllocate,  // fallocate(mode 0): reserves [offset, offset+length), extending the file size.
+  // syncfs: the data of every file on the file system that holds `file` (the writes whose
+  // completions were reaped before it was enqueued) becomes durable, as if each had been
+  // fdatasync'ed. One device flush instead of one per file when many files were written; it also
+  // writes back other programs' dirty data on that file system. Engines without such a call
+  // (the in-memory file system) treat it as a sync of everything.
+  kSyncFileSystem,
 };
 
 // One request. The buffers it points to and the file must stay alive and untouched until its
@@ -89,6 +95,7 @@ struct IoRequest {
   static IoRequest DataSync(File* file, uint64_t tag = 0);
   static IoRequest Sync(File* file, uint64_t tag = 0);
   static IoRequest Allocate(File* file, uint64_t offset, uint64_t length, uint64_t tag = 0);
+  static IoRequest SyncFileSystem(File* file, uint64_t tag = 0);
 };
 
 struct IoCompletion {

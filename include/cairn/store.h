@@ -86,6 +86,12 @@ struct StoreOptions {
   // keep their disk space: up to this many times `segment_bytes` stays allocated after deletes.
   // 0: segment files are always new and deletes free their space at once.
   uint32_t max_recycled_segments = 8;
+  // Sync mode without a journal: when a round wrote segments of several ledgers in one data
+  // directory, make them durable with one syncfs(2) of its file system instead of one fdatasync
+  // each, so that the device flushes once per round. syncfs also writes back whatever else is
+  // dirty on that file system: turn this off when the data directories share their file system
+  // with other busy writers.
+  bool sync_file_system = true;
   // The I/O engine, when `file_system` is not given.
   IoEngine io_engine = IoEngine::kAuto;
   // The file system to use, borrowed: it must outlive the store. Null: the local disk.

@@ -293,6 +293,7 @@ class FaultFileSystem final : public FaultInjectionFileSystem {
     std::string directory;          // Non-empty for a directory sync.
     uint64_t directory_sequence = 0;
     uint64_t node = 0;
+    bool all_files = false;  // kSyncFileSystem: `changes` are of every file.
   };
 
   uint64_t NodeForPathLocked(const std::string& path, bool existed, File& file) {
@@ -415,7 +416,10 @@ class FaultQueue final : public IoQueue {
     forwarded.tag = id;
     CAIRN_RETURN_IF_ERROR(base_->Enqueue(forwarded));
     Pending pending{request.tag, change, std::nullopt};
-    if (request.op == IoOp::kSync || request.op == IoOp::kDataSync) pending.sync = std::move(sync);
+    if (request.op == IoOp::kSync || request.op == IoOp::kDataSync ||
+        request.op == IoOp::kSyncFileSystem) {
+      pending.sync = std::move(sync);
+    }
     pending_.emplace(id, std::move(pending));
     return absl::OkStatus();
   }
@@ -609,6 +613,34 @@ std::optional<IoCompletion> FaultFileSystem::Admit(const FaultFile& file, const 
       }
       return std::nullopt;
     }
+
+    case IoOp::kSyncFileSystem: {
+      // Modelled as an fdatasync of every file: the data of every file whose change completed
+      // becomes durable. Directory entries are not counted as durable by it (syncfs(2) commits
+      // them on the file systems cairn runs on, but cairn syncs directories explicitly).
+      if (RefuseFrozenLocked()) {
+        failed.status = Frozen("syncfs", file.path());
+        return failed;
+      }
+      ++stats_.syncs;
+      FaultOperation logged{.kind = OpKind::kFileSystemSync, .path = file.path()};
+      if (Draw(faults_.sync_error_probability)) {
+        ++stats_.injected_sync_errors;
+        logged.failed = true;
+        LogLocked(std::move(logged));
+        for (auto& [seq, change] : changes_) {
+          if (!change.durable) change.lost = true;
+        }
+        failed.status = ErrnoStatus(EIO, absl::StrCat("syncfs ", file.path(), " (injected)"));
+        return failed;
+      }
+      LogLocked(std::move(logged));
+      sync->all_files = true;
+      for (const auto& [seq, change] : changes_) {
+        if (change.completed) sync->changes.push_back(seq);
+      }
+      return std::nullopt;
+    }
   }
   return std::nullopt;
 }
@@ -623,7 +655,8 @@ void FaultFileSystem::Complete(const IoCompletion& completion, uint64_t change_s
   if (!completion.status.ok()) {
     // A real sync failure: as for an injected one, the file's pending changes are lost.
     for (auto& [seq, change] : changes_) {
-      if (sync->directory.empty() && change.node == sync->node && !change.durable) {
+      if (sync->directory.empty() && (sync->all_files || change.node == sync->node) &&
+          !change.durable) {
         change.lost = true;
       }
     }
@@ -638,8 +671,9 @@ void FaultFileSystem::Complete(const IoCompletion& completion, uint64_t change_s
   for (uint64_t seq : sync->changes) {
     auto it = changes_.find(seq);
     if (it == changes_.end() || it->second.lost) continue;
+    const uint64_t node = it->second.node;
     const bool after_lost = std::any_of(changes_.begin(), it, [&](const auto& entry) {
-      return entry.second.node == sync->node && entry.second.lost;
+      return entry.second.node == node && entry.second.lost;
     });
     if (after_lost) {
       it->second.durable = true;
@@ -819,6 +853,9 @@ std::string DescribeOperation(const FaultOperation& op) {
       break;
     case OpKind::kDirectorySync:
       text = absl::StrCat("sync directory ", op.path);
+      break;
+    case OpKind::kFileSystemSync:
+      text = absl::StrCat("sync the file system of ", op.path);
       break;
     case OpKind::kCreate:
       text = absl::StrCat("create ", op.path);

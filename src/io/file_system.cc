@@ -68,6 +68,14 @@ IoRequest IoRequest::Sync(File* file, uint64_t tag) {
   return r;
 }
 
+IoRequest IoRequest::SyncFileSystem(File* file, uint64_t tag) {
+  IoRequest r;
+  r.op = IoOp::kSyncFileSystem;
+  r.file = file;
+  r.tag = tag;
+  return r;
+}
+
 IoRequest IoRequest::Allocate(File* file, uint64_t offset, uint64_t length, uint64_t tag) {
   IoRequest r;
   r.op = IoOp::kAllocate;
@@ -186,6 +194,7 @@ absl::Status ValidateRequest(const IoRequest& request) {
       break;
     case IoOp::kDataSync:
     case IoOp::kSync:
+    case IoOp::kSyncFileSystem:
       break;
     default:
       return absl::InvalidArgumentError("unknown I/O operation");

@@ -86,6 +86,7 @@ class MemoryFile final : public MemoryHandle {
         return c;
       case IoOp::kDataSync:
       case IoOp::kSync:
+      case IoOp::kSyncFileSystem:
         return c;
     }
     c.status = absl::InvalidArgumentError("unknown I/O operation");
@@ -108,7 +109,7 @@ class MemoryDirectory final : public MemoryHandle {
   }
   IoCompletion Execute(const IoRequest& r) override {
     IoCompletion c;
-    if (r.op != IoOp::kSync && r.op != IoOp::kDataSync) {
+    if (r.op != IoOp::kSync && r.op != IoOp::kDataSync && r.op != IoOp::kSyncFileSystem) {
       c.status = ErrnoStatus(EISDIR, absl::StrCat("I/O on directory ", path_));
     }
     return c;

@@ -208,6 +208,9 @@ IoCompletion ExecutePosix(const FdFile& file, const IoRequest& request) {
     case IoOp::kSync:
       if (fsync(file.fd()) != 0) c.status = ErrnoStatus(errno, "fsync " + file.path());
       return c;
+    case IoOp::kSyncFileSystem:
+      if (syncfs(file.fd()) != 0) c.status = ErrnoStatus(errno, "syncfs " + file.path());
+      return c;
     case IoOp::kAllocate: {
       int error = posix_fallocate(file.fd(), static_cast<off_t>(request.offset),
                                   static_cast<off_t>(request.length));

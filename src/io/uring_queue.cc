@@ -34,6 +34,8 @@ std::string_view OpName(IoOp op) {
       return "fsync";
     case IoOp::kAllocate:
       return "fallocate";
+    case IoOp::kSyncFileSystem:
+      return "syncfs";
   }
   return "unknown";
 }
@@ -80,6 +82,12 @@ class UringQueue final : public IoQueue {
         return absl::OkStatus();
       }
     }
+    if (request.op == IoOp::kSyncFileSystem) {
+      // io_uring has no syncfs: the call runs on this thread when the submission is made.
+      deferred_.push_back(request);
+      ++in_flight_;
+      return absl::OkStatus();
+    }
     uint32_t index = free_.back();
     free_.pop_back();
     slots_[index] = Slot{request, 0};
@@ -93,6 +101,13 @@ class UringQueue final : public IoQueue {
   }
 
   absl::Status Submit() override {
+    for (const IoRequest& request : deferred_) {
+      IoCompletion done = ExecutePosix(static_cast<const FdFile&>(*request.file), request);
+      done.tag = request.tag;
+      done.op = request.op;
+      ready_.push_back(std::move(done));
+    }
+    deferred_.clear();
     if (unsubmitted_ == 0) return absl::OkStatus();
     CAIRN_RETURN_IF_ERROR(SubmitRing());
     unsubmitted_ = 0;
@@ -158,6 +173,9 @@ class UringQueue final : public IoQueue {
       case IoOp::kAllocate:
         io_uring_prep_fallocate(sqe, fd, 0, static_cast<off_t>(r.offset),
                                 static_cast<off_t>(r.length));
+        break;
+      case IoOp::kSyncFileSystem:  // Never prepared: run at Submit().
+        io_uring_prep_nop(sqe);
         break;
     }
     io_uring_sqe_set_data64(sqe, index);
@@ -229,9 +247,10 @@ class UringQueue final : public IoQueue {
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_;
   std::deque<IoCompletion> ready_;
-  size_t in_flight_ = 0;    // Enqueued and not yet reaped.
-  size_t unsubmitted_ = 0;  // Enqueued since the last Submit().
-  size_t submitted_ = 0;    // SQEs in the kernel whose CQE has not been seen.
+  std::vector<IoRequest> deferred_;  // kSyncFileSystem requests, run at Submit().
+  size_t in_flight_ = 0;             // Enqueued and not yet reaped.
+  size_t unsubmitted_ = 0;           // Enqueued since the last Submit().
+  size_t submitted_ = 0;             // SQEs in the kernel whose CQE has not been seen.
 };
 
 }  // namespace

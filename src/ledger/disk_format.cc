@@ -89,7 +89,7 @@ std::string EncodeSegmentHeader(const SegmentHeader& header) {
 absl::StatusOr<SegmentHeader> DecodeSegmentHeader(std::span<const char> bytes) {
   if (absl::Status s = Check64(bytes, kSegmentMagic, "segment header"); !s.ok()) return s;
   const uint64_t flags = DecodeFixed64(bytes.data() + 24);
-  if ((flags & ~(kSegmentUnsyncedAppends | kSegmentRecycled)) != 0) {
+  if ((flags & ~(kSegmentUnsyncedAppends | kSegmentRecycled | kSegmentPreallocated)) != 0) {
     return absl::DataLossError(absl::StrFormat("segment header: unknown flags 0x%x", flags));
   }
   return SegmentHeader{DecodeFixed64(bytes.data() + 8), DecodeFixed64(bytes.data() + 16), flags};

@@ -70,7 +70,7 @@ absl::StatusOr<std::optional<Found>> ValidBatchAt(FileWindow& window, uint64_t a
 absl::StatusOr<LogScan> ScanLog(IoQueue& queue, File& file, uint64_t position,
                                 std::optional<uint64_t> ledger_id, std::string_view what,
                                 const BatchVisitor& visit, bool suffix_may_be_lost,
-                                uint64_t search_bytes) {
+                                uint64_t search_bytes, bool zeros_may_follow) {
   LogScan scan;
   CAIRN_ASSIGN_OR_RETURN(scan.file_size, file.Size());
   if (position > scan.file_size) {
@@ -94,6 +94,14 @@ absl::StatusOr<LogScan> ScanLog(IoQueue& queue, File& file, uint64_t position,
   if (at < scan.file_size && scan.file_size - at < kDirectIoAlignment) {
     CAIRN_ASSIGN_OR_RETURN(std::span<const char> rest, window.Get(at, scan.file_size - at));
     scan.padding_only = std::all_of(rest.begin(), rest.end(), [](char c) { return c == 0; });
+  } else if (at < scan.file_size && zeros_may_follow) {
+    scan.padding_only = true;
+    for (uint64_t from = at; from < scan.file_size && scan.padding_only;) {
+      const uint64_t n = std::min<uint64_t>(kReadChunkBytes, scan.file_size - from);
+      CAIRN_ASSIGN_OR_RETURN(std::span<const char> chunk, window.Get(from, n));
+      scan.padding_only = std::all_of(chunk.begin(), chunk.end(), [](char c) { return c == 0; });
+      from += n;
+    }
   }
   if (at < scan.file_size && !suffix_may_be_lost && !scan.padding_only) {
     const char magic[4] = {'C', 'R', 'N', 'B'};
@@ -127,7 +135,7 @@ absl::StatusOr<LogScan> ScanLog(IoQueue& queue, File& file, uint64_t position,
 absl::StatusOr<SegmentScan> ScanSegment(IoQueue& queue, File& file, uint64_t ledger_id,
                                         uint64_t position, uint64_t next_entry_id,
                                         int64_t max_timestamp_us, bool suffix_may_be_lost,
-                                        uint64_t search_bytes) {
+                                        uint64_t search_bytes, bool zeros_may_follow) {
   SegmentScan segment;
   auto visit = [&](std::span<const char>, const BatchHeader& header,
                    uint64_t at) -> absl::StatusOr<bool> {
@@ -142,7 +150,7 @@ absl::StatusOr<SegmentScan> ScanSegment(IoQueue& queue, File& file, uint64_t led
   CAIRN_ASSIGN_OR_RETURN(
       LogScan scan, ScanLog(queue, file, position, ledger_id,
                             absl::StrFormat("ledger %d: segment %s", ledger_id, file.path()), visit,
-                            suffix_may_be_lost, search_bytes));
+                            suffix_may_be_lost, search_bytes, zeros_may_follow));
   segment.valid_end = scan.valid_end;
   segment.file_size = scan.file_size;
   segment.bytes_scanned = scan.bytes_scanned;

@@ -23,8 +23,8 @@ struct LogScan {
   uint64_t valid_end = 0;      // Position after the last accepted batch.
   uint64_t file_size = 0;      // valid_end < file_size: a torn tail to truncate.
   uint64_t bytes_scanned = 0;  // Bytes read.
-  // What follows valid_end is zeros, less than one direct-I/O block: the padding of a direct
-  // write, not a torn batch.
+  // What follows valid_end is zeros, less than one direct-I/O block (the padding of a direct
+  // write) or, with `zeros_may_follow`, of any length (space allocated ahead): not a torn batch.
   bool padding_only = false;
 };
 
@@ -42,10 +42,13 @@ using BatchVisitor = std::function<absl::StatusOr<bool>(
 // contiguous, so after damage to one batch the next starts within kMaxBatchBytes: a window of
 // that size finds damage in the middle as surely as reading to the end of the file, and keeps
 // the scan proportional to the tail when the file goes on with other bytes (a recycled file).
+//
+// `zeros_may_follow`: the file was allocated ahead of its data, so zeros from the first invalid
+// byte to the end of the file are padding.
 absl::StatusOr<LogScan> ScanLog(IoQueue& queue, File& file, uint64_t position,
                                 std::optional<uint64_t> ledger_id, std::string_view what,
                                 const BatchVisitor& visit, bool suffix_may_be_lost = false,
-                                uint64_t search_bytes = UINT64_MAX);
+                                uint64_t search_bytes = UINT64_MAX, bool zeros_may_follow = false);
 
 // The search window that ScanLog's argument above calls for.
 inline constexpr uint64_t kDamageSearchBytes = kMaxBatchBytes + kDirectIoAlignment;
@@ -65,6 +68,7 @@ struct SegmentScan {
 absl::StatusOr<SegmentScan> ScanSegment(IoQueue& queue, File& file, uint64_t ledger_id,
                                         uint64_t position, uint64_t next_entry_id,
                                         int64_t max_timestamp_us, bool suffix_may_be_lost,
-                                        uint64_t search_bytes = UINT64_MAX);
+                                        uint64_t search_bytes = UINT64_MAX,
+                                        bool zeros_may_follow = false);
 
 }  // namespace cairn::internal

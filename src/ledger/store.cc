@@ -31,6 +31,10 @@ namespace {
 constexpr uint32_t kWorkerQueueDepth = 1024;
 // Ledgers written in one round are limited so that their writes and syncs fit the queue.
 constexpr size_t kMaxLedgersPerRound = kWorkerQueueDepth / 2;
+// How far ahead of its writes a kSegmentPreallocated segment's file is allocated. Each allocation
+// changes the file's metadata once for this many bytes of appends, instead of every round. It
+// also bounds the zeros that recovery reads past the last batch of an open segment.
+constexpr uint64_t kAllocateAheadBytes = uint64_t{1} << 20;
 
 std::string Join(const std::string& dir, std::string_view name) {
   return absl::StrCat(dir, "/", std::string(name));
@@ -435,9 +439,11 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id) {
       // damage stops where no batch of ours could be.
       const uint64_t search_bytes =
           (header->flags & kSegmentRecycled) != 0 ? kDamageSearchBytes : UINT64_MAX;
-      CAIRN_ASSIGN_OR_RETURN(scan, ScanSegment(*queue, *file, id, scan_from, next_entry_id,
-                                               max_timestamp_us, suffix_may_be_lost,
-                                               search_bytes));
+      // A file allocated ahead holds zeros past its last batch.
+      const bool zeros_may_follow = (header->flags & kSegmentPreallocated) != 0;
+      CAIRN_ASSIGN_OR_RETURN(
+          scan, ScanSegment(*queue, *file, id, scan_from, next_entry_id, max_timestamp_us,
+                            suffix_may_be_lost, search_bytes, zeros_may_follow));
     }
     report_.bytes_scanned += scan.bytes_scanned;
     if (scan.file_size > scan_from) ++report_.segments_scanned;
@@ -462,6 +468,7 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id) {
     segment.end_entry_id = next_entry_id;
     segment.end_position = scan.valid_end;
     segment.max_timestamp_us = max_timestamp_us;
+    segment.header_flags = header->flags;
     if (!last && !have_index) {
       // A roll that a crash interrupted before its index was durable: write it now.
       IndexHeader h{
@@ -839,9 +846,12 @@ absl::Status StoreImpl::CreateSegment(IoQueue& queue, Ledger& ledger, uint64_t b
   segment.max_timestamp_us =
       ledger.segments.empty() ? INT64_MIN : ledger.segments.back().max_timestamp_us;
   const std::optional<std::string> recycled = TakeRecycled(ledger.dir);
+  // Every round of a sync store without a journal syncs the segments it wrote: their files are
+  // allocated ahead of the writes (see ProcessGroup), unless a recycled file is big already.
   const uint64_t flags =
       (options_.durability == Durability::kAsync && !journaled() ? kSegmentUnsyncedAppends : 0) |
-      (recycled.has_value() ? kSegmentRecycled : 0);
+      (recycled.has_value() ? kSegmentRecycled : 0) |
+      (segments_synced() && !recycled.has_value() ? kSegmentPreallocated : 0);
   const std::string header = EncodeSegmentHeader(SegmentHeader{ledger.id, base_entry_id, flags});
   if (recycled.has_value()) {
     // The new header is made durable while the file is still in the pool, and one rename puts
@@ -867,6 +877,8 @@ absl::Status StoreImpl::CreateSegment(IoQueue& queue, Ledger& ledger, uint64_t b
   // The new file's name must survive a crash before anything in it is acknowledged.
   CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, queue, ledger.dir));
   segment.file = std::move(file);
+  segment.header_flags = flags;
+  if (!recycled.has_value()) segment.file_bytes = header.size();
   // The header is the new segment's partial first block.
   segment.tail.assign(header.begin(), header.end());
   segment.tail_loaded = true;
@@ -1012,7 +1024,19 @@ struct Part {
   std::vector<char> head;
   AlignedBuffer aligned;
   size_t aligned_size = 0;
+  // Sync mode without a journal: the part whose sync request covers this one's segment (itself,
+  // or the first part of its data directory when the file system is synced as a whole).
+  size_t sync_leader = 0;
+  bool sync_covers_others = false;
+  // The file is grown to `allocate_to` before the write (0: it is big enough).
+  uint64_t allocate_from = 0;
+  uint64_t allocate_to = 0;
 
+  // One past the last byte the write covers.
+  uint64_t write_end() const {
+    return direct_file != nullptr ? position - head.size() + aligned_size
+                                  : position + buffer.size();
+  }
   // Prepares the aligned write (direct I/O only).
   void Align() {
     const size_t used = head.size() + buffer.size();
@@ -1131,7 +1155,9 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
       size_t pending = 0;
       for (size_t i = 0; i < parts.size(); ++i) {
         if (!parts[i].status.ok()) continue;
-        absl::Status s = queue.Enqueue(make_request(parts[i], round | i));
+        const std::optional<IoRequest> request = make_request(parts[i], round | i);
+        if (!request.has_value()) continue;
+        absl::Status s = queue.Enqueue(*request);
         if (!s.ok()) {
           parts[i].status = s;
           continue;
@@ -1167,7 +1193,58 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
     for (Part& p : parts) {
       if (p.direct_file != nullptr) p.Align();
     }
-    run([](Part& p, size_t i) { return p.WriteRequest(i); });
+    // Segments synced together by one sync of their file system (see below) are allocated ahead
+    // of their writes: a write that would pass the end of its file first grows the file by at
+    // least kAllocateAheadBytes, so that most rounds change no file's size and their one sync
+    // commits less metadata. (A segment synced alone gains nothing from it: its fdatasync
+    // commits the allocation of its blocks either way.) An allocation that fails (a full disk)
+    // is not an error here: the write then extends the file, or fails on its own.
+    if (segments_synced() && options_.sync_file_system) {
+      std::map<size_t, size_t> parts_in_dir;  // data dir index -> parts to write there
+      for (const Part& p : parts) {
+        if (p.status.ok()) ++parts_in_dir[p.ledger->id % options_.data_dirs.size()];
+      }
+      bool any = false;
+      for (Part& p : parts) {
+        Segment& segment = p.ledger->segments[p.segment_index];
+        if (!p.status.ok() || (segment.header_flags & kSegmentPreallocated) == 0 ||
+            parts_in_dir[p.ledger->id % options_.data_dirs.size()] < 2) {
+          continue;
+        }
+        if (!segment.file_bytes.has_value()) {
+          absl::StatusOr<uint64_t> size = p.file->Size();
+          if (!size.ok()) continue;
+          segment.file_bytes = *size;
+        }
+        const uint64_t end = p.write_end();
+        if (end <= *segment.file_bytes) continue;
+        const uint64_t ahead = std::max(end, *segment.file_bytes + kAllocateAheadBytes);
+        p.allocate_from = *segment.file_bytes;
+        p.allocate_to = std::max(end, std::min<uint64_t>(ahead, options_.segment_bytes));
+        any = true;
+      }
+      if (any) {
+        std::vector<absl::Status> before;
+        for (const Part& p : parts) before.push_back(p.status);
+        run([](Part& p, size_t i) -> std::optional<IoRequest> {
+          if (p.allocate_to == 0) return std::nullopt;
+          return IoRequest::Allocate(p.file.get(), p.allocate_from, p.allocate_to - p.allocate_from,
+                                     i);
+        });
+        for (size_t i = 0; i < parts.size(); ++i) {
+          Part& p = parts[i];
+          if (p.allocate_to == 0) continue;
+          Segment& segment = p.ledger->segments[p.segment_index];
+          if (p.status.ok()) {
+            segment.file_bytes = p.allocate_to;
+          } else {
+            segment.file_bytes.reset();  // What the failed call left is unknown.
+            if (!read_only()) p.status = before[i];
+          }
+        }
+      }
+    }
+    run([](Part& p, size_t i) { return std::optional(p.WriteRequest(i)); });
     // With a journal, the batches that reached their segments also go to the journal: all
     // ledgers' batches in one write, made durable by one sync.
     std::vector<char>& journal = journal_buffer_;
@@ -1192,8 +1269,31 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
     if (parts_written > 0) group_commits_.fetch_add(1, std::memory_order_relaxed);
     if (options_.durability == Durability::kSync) {
       if (!journaled()) {
-        append_syncs_.fetch_add(parts_written, std::memory_order_relaxed);
-        run([](Part& p, size_t i) { return IoRequest::DataSync(p.file.get(), i); });
+        // One fdatasync per written segment, except where several segments of a round share a
+        // data directory: there one sync of the file system covers them all, so the device
+        // flushes once instead of once per segment (StoreOptions::sync_file_system).
+        std::map<size_t, size_t> leader_of_dir;  // data dir index -> first part written there
+        for (size_t i = 0; i < parts.size(); ++i) {
+          parts[i].sync_leader = i;
+          if (!written[i] || !options_.sync_file_system) continue;
+          const size_t dir = parts[i].ledger->id % options_.data_dirs.size();
+          auto [leader, first] = leader_of_dir.emplace(dir, i);
+          if (!first) {
+            parts[i].sync_leader = leader->second;
+            parts[leader->second].sync_covers_others = true;
+          }
+        }
+        uint64_t syncs = 0;
+        run([&syncs](Part& p, size_t i) -> std::optional<IoRequest> {
+          if (p.sync_leader != (i & 0xffffffff)) return std::nullopt;
+          ++syncs;
+          return p.sync_covers_others ? IoRequest::SyncFileSystem(p.file.get(), i)
+                                      : IoRequest::DataSync(p.file.get(), i);
+        });
+        for (Part& p : parts) {
+          if (&p != &parts[p.sync_leader]) p.status.Update(parts[p.sync_leader].status);
+        }
+        append_syncs_.fetch_add(syncs, std::memory_order_relaxed);
       } else if (!journal.empty()) {
         append_syncs_.fetch_add(1, std::memory_order_relaxed);
         absl::Status synced = DataSync(queue, *journal_file_);
@@ -1216,6 +1316,7 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
         // Cut back whatever part of the write landed, so the file ends at acknowledged data.
         p.file->Truncate(p.position).IgnoreError();  // Best effort; recovery handles the rest.
         std::lock_guard lock(ledger.mu);
+        ledger.segments[p.segment_index].file_bytes.reset();
         ++ledger.epoch;
         ledger.next_entry_id = ledger.segments.back().end_entry_id;
         failed_ledgers[&ledger] = status;

@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -40,6 +41,7 @@ struct Segment {
   uint64_t end_position = kSegmentHeaderBytes;  // Bytes holding acknowledged batches.
   int64_t max_timestamp_us = INT64_MIN;         // Running maximum through its last batch.
   std::string path;
+  uint64_t header_flags = 0;  // SegmentHeader::flags.
   // Shared with readers, so a segment can be read while the ledger moves on.
   std::shared_ptr<File> file;
   // The open (last) segment's index lives here. A sealed segment's index is on disk and in the
@@ -55,6 +57,9 @@ struct Segment {
   std::vector<char> tail;  // Bytes [tail_start(), end_position), once tail_loaded.
   bool tail_loaded = false;
   uint64_t tail_start() const { return end_position & ~(kDirectIoAlignment - 1); }
+  // The file's size as the worker last set or read it (worker only; unset: ask the file). A
+  // kSegmentPreallocated segment is allocated ahead of its writes, up to here.
+  std::optional<uint64_t> file_bytes;
 };
 
 // A ledger's state. Guarded by `mu` except where noted.

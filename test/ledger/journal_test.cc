@@ -2,8 +2,10 @@
 //
 // The journal: appends of many ledgers are made durable by syncing one journal file, segments
 // are written behind it, and recovery replays the journal from its checkpoint.
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -170,6 +172,60 @@ TEST_CASE("journal: one sync acknowledges appends of many ledgers",
   CHECK(syncs >= 1);
   CHECK(syncs <= 3);
   for (auto& w : writers) CheckLedger(**store, w->ledger_id(), 2);
+}
+
+TEST_CASE("group commit without a journal: one sync of the file system covers a round's ledgers",
+          "[ledger]") {
+  JournalStore j;
+  StoreOptions options = j.Options();
+  options.journal_dir.clear();
+  options.group_commit_max_delay_us = 20000;  // Let every ledger's append join the round.
+  constexpr int kLedgers = 4;
+  constexpr int kRounds = 40;
+  std::vector<uint64_t> ids;
+  {
+    auto store = Store::Open(options);
+    REQUIRE(store.ok());
+    std::vector<std::unique_ptr<LedgerWriter>> writers;
+    for (int i = 0; i < kLedgers; ++i) {
+      ids.push_back(*(*store)->CreateLedger());
+      writers.push_back(std::move(*(*store)->OpenWriter(ids.back())));
+    }
+    for (uint64_t entry = 0; entry < kRounds; ++entry) {
+      std::vector<std::promise<absl::Status>> done(kLedgers);
+      for (int i = 0; i < kLedgers; ++i) {
+        BatchBuilder batch;
+        const std::string value = Value(ids[i], entry);
+        REQUIRE(batch.Add({.key = std::nullopt, .value = value, .timestamp_us = 1}).ok());
+        writers[i]->AppendAsync(batch, [&done, i](absl::StatusOr<AppendResult> result) {
+          done[i].set_value(result.status());
+        });
+      }
+      for (auto& d : done) REQUIRE(d.get_future().get().ok());
+    }
+    const std::vector<FaultOperation> log = j.fault->OperationLog();
+    const auto count = [&](FaultOperation::Kind kind) {
+      return std::count_if(log.begin(), log.end(),
+                           [&](const FaultOperation& op) { return op.kind == kind; });
+    };
+    // Rounds that wrote several ledgers synced the file system once, and the segments were
+    // allocated ahead rather than grown by every write.
+    CHECK(count(FaultOperation::Kind::kFileSystemSync) > 0);
+    CHECK(count(FaultOperation::Kind::kFileSystemSync) <= kRounds);
+    CHECK(count(FaultOperation::Kind::kAllocate) >= kLedgers);
+    CHECK(count(FaultOperation::Kind::kAllocate) < kRounds);
+    // Acknowledged means durable: a crash now keeps every append.
+    CHECK(j.fault->UnsyncedBytes() == 0);
+    CrashOptions crash;
+    crash.tear_last_write = false;
+    REQUIRE(j.fault->SimulateCrash(crash).ok());
+  }
+  auto store = Store::Open(options);
+  REQUIRE(store.ok());
+  // The zeros allocated past each open segment's last batch are padding, not a torn tail.
+  CHECK((*store)->recovery_report().torn_tails_truncated == 0);
+  CHECK((*store)->recovery_report().bytes_truncated == 0);
+  for (uint64_t id : ids) CheckLedger(**store, id, kRounds);
 }
 
 }  // namespace
