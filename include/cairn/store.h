@@ -82,7 +82,8 @@ struct StoreOptions {
   // Segment files of deleted ledgers kept, per data directory, for new segments to reuse. On
   // ext4 (and most file systems) overwriting blocks that were already written runs at about
   // twice the speed of extending a file, whose every write allocates blocks and moves its size;
-  // fallocate does not help, as its unwritten extents are converted at each write. Reused files
+  // fallocate does not help bandwidth, as its unwritten extents are converted at each write
+  // (it helps syncs that cover many files at once: see `sync_file_system`). Reused files
   // keep their disk space: up to this many times `segment_bytes` stays allocated after deletes.
   // 0: segment files are always new and deletes free their space at once.
   uint32_t max_recycled_segments = 8;
