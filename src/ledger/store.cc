@@ -1015,14 +1015,17 @@ struct Part {
   std::shared_ptr<File> file;
   size_t segment_index = 0;
   uint64_t position = 0;
-  std::vector<char> buffer;
   std::vector<size_t> appends;  // Indexes into the group.
   absl::Status status;
-  // Direct I/O: the segment's partial last block before `position`, and the aligned block-sized
-  // write of head + buffer + zero padding that starts at position - head.size().
+  // The batches to write at `position`: in `buffer`, or with direct I/O in `aligned`, after the
+  // segment's partial last block before `position` (`head`, written again) and before zero
+  // padding to a block boundary; that write starts at position - head.size(). The batches are
+  // copied once, into the buffer the write is made from.
+  std::vector<char> buffer;
   std::shared_ptr<File> direct_file;
   std::vector<char> head;
   AlignedBuffer aligned;
+  size_t payload_bytes = 0;
   size_t aligned_size = 0;
   // Sync mode without a journal: the part whose sync request covers this one's segment (itself,
   // or the first part of its data directory when the file system is synced as a whole).
@@ -1032,18 +1035,38 @@ struct Part {
   uint64_t allocate_from = 0;
   uint64_t allocate_to = 0;
 
+  // Starts the write with direct I/O through `file` after the segment's partial last block.
+  void StartDirect(std::shared_ptr<File> file, const std::vector<char>& tail) {
+    direct_file = std::move(file);
+    head = tail;
+    char* out = aligned.Grow(head.size() + kDirectIoAlignment, 0);
+    if (!head.empty()) std::memcpy(out, head.data(), head.size());
+  }
+  void Append(std::span<const char> bytes) {
+    if (direct_file != nullptr) {
+      const size_t used = head.size() + payload_bytes;
+      char* out = aligned.Grow(used + bytes.size(), used);
+      std::memcpy(out + used, bytes.data(), bytes.size());
+    } else {
+      buffer.insert(buffer.end(), bytes.begin(), bytes.end());
+    }
+    payload_bytes += bytes.size();
+  }
+  // The batches appended so far.
+  std::span<const char> payload() const {
+    if (direct_file != nullptr) return {aligned.data() + head.size(), payload_bytes};
+    return buffer;
+  }
   // One past the last byte the write covers.
   uint64_t write_end() const {
     return direct_file != nullptr ? position - head.size() + aligned_size
-                                  : position + buffer.size();
+                                  : position + payload_bytes;
   }
-  // Prepares the aligned write (direct I/O only).
+  // Pads the aligned write with zeros to a block boundary (direct I/O only).
   void Align() {
-    const size_t used = head.size() + buffer.size();
+    const size_t used = head.size() + payload_bytes;
     aligned_size = (used + kDirectIoAlignment - 1) / kDirectIoAlignment * kDirectIoAlignment;
-    char* out = aligned.Reserve(aligned_size);
-    if (!head.empty()) std::memcpy(out, head.data(), head.size());
-    if (!buffer.empty()) std::memcpy(out + head.size(), buffer.data(), buffer.size());
+    char* out = aligned.Grow(aligned_size, used);
     std::memset(out + used, 0, aligned_size - used);
   }
   IoRequest WriteRequest(uint64_t tag) const {
@@ -1110,7 +1133,7 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
         tail = need_segment ? kSegmentHeaderBytes : ledger.segments.back().end_position;
       } else {
         const Part& p = parts[found->second];
-        tail = p.position + p.buffer.size();
+        tail = p.position + p.payload_bytes;
       }
       if (need_segment ||
           (tail > kSegmentHeaderBytes && tail + a.bytes.size() > options_.segment_bytes)) {
@@ -1120,8 +1143,6 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
       if (found == part_of.end()) {
         if (parts.size() == kMaxLedgersPerRound) break;
         Part p;
-        p.buffer = buffers_.Take();
-        p.aligned = buffers_.TakeAligned();
         p.ledger = &ledger;
         p.segment_index = ledger.segments.size() - 1;
         Segment& segment = ledger.segments.back();
@@ -1134,14 +1155,16 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
           continue;
         }
         if (segment.direct_file != nullptr) {
-          p.direct_file = segment.direct_file;
-          p.head = segment.tail;
+          p.aligned = buffers_.TakeAligned();
+          p.StartDirect(segment.direct_file, segment.tail);
+        } else {
+          p.buffer = buffers_.Take();
         }
         found = part_of.emplace(&ledger, parts.size()).first;
         parts.push_back(std::move(p));
       }
       Part& p = parts[found->second];
-      p.buffer.insert(p.buffer.end(), a.bytes.begin(), a.bytes.end());
+      p.Append(a.bytes);
       p.appends.push_back(end);
     }
 
@@ -1251,7 +1274,7 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
     journal.clear();
     if (journaled()) {
       for (const Part& p : parts) {
-        if (p.status.ok()) journal.insert(journal.end(), p.buffer.begin(), p.buffer.end());
+        if (p.status.ok()) journal.insert(journal.end(), p.payload().begin(), p.payload().end());
       }
       if (!journal.empty()) {
         absl::Status written = WriteAt(queue, *journal_file_, journal_position_, journal);

@@ -109,6 +109,21 @@ class AlignedBuffer {
     }
     return data_;
   }
+  // At least `bytes` of aligned memory whose first `keep` bytes are those of before; grows
+  // geometrically, so that filling a buffer by appends copies each byte O(1) times.
+  char* Grow(size_t bytes, size_t keep) {
+    if (bytes <= capacity_) return data_;
+    const size_t capacity =
+        (std::max(bytes, 2 * capacity_) + kDirectIoAlignment - 1) / kDirectIoAlignment *
+        kDirectIoAlignment;
+    char* grown = static_cast<char*>(std::aligned_alloc(kDirectIoAlignment, capacity));
+    if (grown == nullptr) std::abort();  // Out of memory.
+    if (keep > 0) std::memcpy(grown, data_, keep);
+    std::free(data_);
+    data_ = grown;
+    capacity_ = capacity;
+    return data_;
+  }
   char* data() const { return data_; }
   size_t capacity() const { return capacity_; }
 
