@@ -191,6 +191,25 @@ class Ticker {
   std::thread thread_;
 };
 
+// Wall-clock time from steady-clock readings: the perf commands read the clock once per message
+// for both its send time (latency) and its timestamp. Over a run of minutes the two clocks drift
+// apart by far less than the timestamps' use (seeks by time) can tell.
+class WallClock {
+ public:
+  WallClock()
+      : steady_(Clock::now()),
+        wall_us_(std::chrono::duration_cast<std::chrono::microseconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count()) {}
+  int64_t Us(Clock::time_point t) const {
+    return wall_us_ + std::chrono::duration_cast<std::chrono::microseconds>(t - steady_).count();
+  }
+
+ private:
+  Clock::time_point steady_;
+  int64_t wall_us_;
+};
+
 // Counts the answers of sends made with SendAsync. Thread-safe.
 class SendTally {
  public:
@@ -570,6 +589,7 @@ int RunPerfEmbedded(const char* kCommand, const std::string& dir) {
     BatchBuilder batch;
     std::vector<Clock::time_point> sent_at;
     uint32_t partition = 0;
+    const WallClock wall_clock;
     const auto start = Clock::now();
     auto send = [&] {
       auto times = std::make_shared<std::vector<Clock::time_point>>(std::move(sent_at));
@@ -595,12 +615,11 @@ int RunPerfEmbedded(const char* kCommand, const std::string& dir) {
                              batch.size_bytes() + size + 16 > batch_bytes)) {
         send();
       }
-      sent_at.push_back(Clock::now());
-      // As the client does: a message without a timestamp gets the time of its send.
-      const int64_t now_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                                 std::chrono::system_clock::now().time_since_epoch())
-                                 .count();
-      absl::Status added = batch.Add({.key = std::nullopt, .value = value, .timestamp_us = now_us});
+      const Clock::time_point now = Clock::now();
+      sent_at.push_back(now);
+      // As `perf produce` does: the message's timestamp is the time of its send.
+      absl::Status added =
+          batch.Add({.key = std::nullopt, .value = value, .timestamp_us = wall_clock.Us(now)});
       if (!added.ok()) return Fail(kCommand, added);
     }
     if (!batch.empty()) send();
@@ -672,9 +691,14 @@ int RunPerfProduce() {
   for (char& c : value) c = static_cast<char>('a' + random() % 26);
 
   // Callbacks run on the client's one network thread: the histogram needs no lock.
-  bench::LatencyHistogram latency_ns;
-  SendTally tally;
+  struct Acks {
+    bench::LatencyHistogram latency_ns;
+    SendTally tally;
+  } acks;
+  bench::LatencyHistogram& latency_ns = acks.latency_ns;
+  SendTally& tally = acks.tally;
   std::atomic<uint64_t> sent{0};
+  const WallClock wall_clock;
   const auto start = Clock::now();
   Ticker ticker([&] {
     const double seconds = Seconds(Clock::now() - start);
@@ -695,16 +719,15 @@ int RunPerfProduce() {
     }
     const auto now = Clock::now();
     if (duration > 0 && now >= end_by) break;
-    (*producer)->SendAsync(message,
-                           [&latency_ns, &tally, now](absl::StatusOr<MessageId> id) {
-                             if (id.ok()) {
-                               latency_ns.Record(static_cast<uint64_t>(
-                                   std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                       Clock::now() - now)
-                                       .count()));
-                             }
-                             tally.Answer(id);
-                           });
+    message.timestamp_us = wall_clock.Us(now);
+    // Two words of captures: std::function keeps them without allocating.
+    (*producer)->SendAsync(message, [acks = &acks, now](absl::StatusOr<MessageId> id) {
+      if (id.ok()) {
+        acks->latency_ns.Record(static_cast<uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - now).count()));
+      }
+      acks->tally.Answer(id);
+    });
     sent.fetch_add(1, std::memory_order_relaxed);
   }
   const absl::Status flushed = (*producer)->Flush();

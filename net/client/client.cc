@@ -592,10 +592,30 @@ class ProducerCore final : public SessionUser {
     // Cannot fail: the batch has entries and ids from 0.
     batch.wire = wire.ok() ? *wire : std::span<const char>();
     sealed_.push_back(std::move(batch));
-    open_[partition] = ProducerBatch{};
+    open_[partition] = TakeSpareBatch();
     ++linger_epoch_[partition];
     // Messages without a key move on to the next partition with each batch.
     if (partition == round_robin_) round_robin_ = (round_robin_ + 1) % partitions_;
+  }
+
+  // mu_ held: an empty batch, with the buffers of an answered one when there is one (a batch's
+  // builder and callbacks grow to the batch limits; reusing them spares an allocation and a
+  // copy per doubling, per batch).
+  ProducerBatch TakeSpareBatch() {
+    if (spare_batches_.empty()) return ProducerBatch{};
+    ProducerBatch batch = std::move(spare_batches_.back());
+    spare_batches_.pop_back();
+    return batch;
+  }
+
+  // mu_ held: keeps the buffers of an answered batch for a later one, up to a few per partition.
+  void KeepSpareBatch(ProducerBatch& done) {
+    if (spare_batches_.size() >= 2 * static_cast<size_t>(partitions_) + 2) return;
+    ProducerBatch& spare = spare_batches_.emplace_back(std::move(done));
+    spare.builder->Reset();
+    spare.callbacks.clear();  // run and destroyed already
+    spare.bytes = 0;
+    spare.wire = {};
   }
 
   void StartLinger(uint32_t partition, uint64_t epoch) {
@@ -634,11 +654,16 @@ class ProducerCore final : public SessionUser {
 
   void SendOne(uint64_t seq, const ProducerBatch& batch) {
     const uint64_t generation = client_.generation();
-    auto request =
-        cap_->sendRequest(capnp::MessageSize{batch.wire.size() / sizeof(capnp::word) + 16, 0});
+    auto request = cap_->sendRequest(capnp::MessageSize{16, 1});
     request.setPartition(batch.partition);
-    request.setBatch(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(batch.wire.data()),
-                                         batch.wire.size()));
+    // The batch goes out from its own buffer, not copied into the message: the buffer stays
+    // until the batch is answered, and the answer comes only once the proxy read every byte, so
+    // after the message's last write (a lost connection's unwritten messages are dropped, and
+    // the batch stays in flight to go again).
+    capnp::Orphanage orphanage = capnp::Orphanage::getForMessageContaining(
+        static_cast<rpc::Producer::SendParams::Builder>(request));
+    request.adoptBatch(orphanage.referenceExternalData(capnp::Data::Reader(
+        reinterpret_cast<const kj::byte*>(batch.wire.data()), batch.wire.size())));
     tasks_->add(request.send().then(
         [this, seq](capnp::Response<rpc::Producer::SendResults> response) {
           Answer(seq, response.getFirstOffset());
@@ -676,11 +701,15 @@ class ProducerCore final : public SessionUser {
         done.batch.callbacks[i](first.status());
       }
     }
+    const size_t answered = done.batch.callbacks.size();
+    // The callbacks' captures go before mu_ is taken: their destructors may call anything.
+    done.batch.callbacks.clear();
     {
       std::lock_guard lock(mu_);
       pending_bytes_ -= done.batch.bytes;
-      unanswered_ -= done.batch.callbacks.size();
+      unanswered_ -= answered;
       if (!first.ok() && first_error_.ok()) first_error_ = first.status();
+      KeepSpareBatch(done.batch);
     }
     room_.notify_all();
     idle_.notify_all();
@@ -706,6 +735,7 @@ class ProducerCore final : public SessionUser {
   std::vector<ProducerBatch> open_;       // guarded by mu_, one per partition
   std::vector<uint64_t> linger_epoch_;    // guarded by mu_: batches sealed per partition
   std::deque<ProducerBatch> sealed_;      // guarded by mu_
+  std::vector<ProducerBatch> spare_batches_;  // guarded by mu_: answered, emptied, for reuse
   uint32_t round_robin_ = 0;              // guarded by mu_
   uint64_t pending_bytes_ = 0;            // guarded by mu_
   uint64_t unanswered_ = 0;               // guarded by mu_: messages whose callback has not run
