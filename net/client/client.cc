@@ -620,8 +620,7 @@ class ProducerCore final : public SessionUser {
 
   void StartLinger(uint32_t partition, uint64_t epoch) {
     if (tasks_.get() == nullptr) return;
-    const kj::Duration linger = options_.linger.count() * kj::MICROSECONDS;
-    tasks_->add(thread_.timer().afterDelay(linger).then([this, partition, epoch] {
+    tasks_->add(thread_.AfterDelay(options_.linger).then([this, partition, epoch] {
       {
         std::lock_guard lock(mu_);
         if (linger_epoch_[partition] != epoch || open_[partition].callbacks.empty()) return;

@@ -1,14 +1,92 @@
 // Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
 #include "net/client/network_thread.h"
 
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <future>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "cairn/net/limits.h"
+#include "kj/async-unix.h"
 #include "kj/debug.h"
 
 namespace cairn::net {
+
+// Deadlines on one timerfd, armed for the earliest: wakes the event loop to within the
+// kernel's timer slack, where kj::Timer's waits end on whole milliseconds. Network thread only.
+class PreciseTimer {
+ public:
+  using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC, as the timerfd
+
+  explicit PreciseTimer(kj::UnixEventPort& port)
+      : fd_(Create()), observer_(port, fd_, kj::UnixEventPort::FdObserver::OBSERVE_READ) {}
+  PreciseTimer(const PreciseTimer&) = delete;
+  PreciseTimer& operator=(const PreciseTimer&) = delete;
+
+  kj::Promise<void> At(Clock::time_point when) {
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    const bool earliest = waiting_.empty() || when < waiting_.begin()->first;
+    waiting_.emplace(when, kj::mv(paf.fulfiller));
+    if (earliest) Arm(when);
+    if (!watching_) {
+      watching_ = true;
+      watch_ = Watch().eagerlyEvaluate(nullptr);
+    }
+    return kj::mv(paf.promise);
+  }
+
+ private:
+  static int Create() {
+    int fd;
+    KJ_SYSCALL(fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+    return fd;
+  }
+
+  void Arm(Clock::time_point when) {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(when.time_since_epoch());
+    itimerspec spec = {};
+    spec.it_value.tv_sec = static_cast<time_t>(ns.count() / 1000000000);
+    spec.it_value.tv_nsec = static_cast<long>(ns.count() % 1000000000);
+    // A time already past (or 0) would disarm the timer: fire at the next nanosecond instead.
+    if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0) spec.it_value.tv_nsec = 1;
+    KJ_SYSCALL(timerfd_settime(fd_, TFD_TIMER_ABSTIME, &spec, nullptr));
+  }
+
+  kj::Promise<void> Watch() {
+    return observer_.whenBecomesReadable().then([this] {
+      uint64_t expirations;
+      while (read(fd_, &expirations, sizeof(expirations)) > 0) {
+      }
+      const Clock::time_point now = Clock::now();
+      while (!waiting_.empty() && waiting_.begin()->first <= now) {
+        kj::Own<kj::PromiseFulfiller<void>> due = kj::mv(waiting_.begin()->second);
+        waiting_.erase(waiting_.begin());
+        due->fulfill();
+      }
+      if (!waiting_.empty()) Arm(waiting_.begin()->first);
+      return Watch();
+    });
+  }
+
+  const kj::AutoCloseFd fd_;  // closed after observer_ stops watching it
+  kj::UnixEventPort::FdObserver observer_;
+  // A waiter whose promise was dropped is fulfilled in vain when its time comes.
+  std::multimap<Clock::time_point, kj::Own<kj::PromiseFulfiller<void>>> waiting_;
+  bool watching_ = false;
+  kj::Promise<void> watch_ = nullptr;
+};
+
+NetworkThread::NetworkThread(std::string what, LogFunction log)
+    : what_(std::move(what)), log_(std::move(log)) {}
+
+kj::Promise<void> NetworkThread::AfterDelay(std::chrono::microseconds delay) {
+  return precise_timer_->At(PreciseTimer::Clock::now() + delay);
+}
 
 absl::StatusOr<std::unique_ptr<NetworkThread>> NetworkThread::Start(std::string what,
                                                                      LogFunction log) {
@@ -102,6 +180,7 @@ void NetworkThread::Main(std::promise<void>& ready) {
     kj::AsyncIoContext io = kj::setupAsyncIo();
     auto stop = kj::newPromiseAndFulfiller<void>();
     io_ = io.provider.get();
+    precise_timer_ = std::make_unique<PreciseTimer>(io.unixEventPort);
     tasks_ = kj::heap<kj::TaskSet>(*this);
     stop_ = kj::mv(stop.fulfiller);
     kj::Promise<void> posted = RunPosted().eagerlyEvaluate(nullptr);
@@ -118,6 +197,7 @@ void NetworkThread::Main(std::promise<void>& ready) {
     }
     posted = nullptr;
     tasks_ = nullptr;
+    precise_timer_ = nullptr;
     io_ = nullptr;
   });
   KJ_IF_MAYBE (exception, failed) {

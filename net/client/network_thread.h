@@ -29,6 +29,8 @@
 
 namespace cairn::net {
 
+class PreciseTimer;
+
 class NetworkThread : public kj::TaskSet::ErrorHandler {
  public:
   // Starts the thread and its event loop. `what` names the client in messages ("the remote
@@ -83,12 +85,17 @@ class NetworkThread : public kj::TaskSet::ErrorHandler {
 
   // Network thread only, while the loop runs.
   kj::AsyncIoProvider& io() { return *io_; }
+  // Resolves in whole milliseconds at best: its event loop waits in epoll_wait(2), whose
+  // timeout is in milliseconds, rounded up.
   kj::Timer& timer() { return io_->getTimer(); }
+  // Resolves `delay` from now, within the kernel's timer slack (tens of microseconds), for
+  // waits shorter than timer() can tell, such as a producer's linger.
+  kj::Promise<void> AfterDelay(std::chrono::microseconds delay);
   kj::TaskSet& tasks() { return *tasks_; }
   const LogFunction& log() const { return log_; }
 
  private:
-  NetworkThread(std::string what, LogFunction log) : what_(std::move(what)), log_(std::move(log)) {}
+  NetworkThread(std::string what, LogFunction log);
 
   void taskFailed(kj::Exception&& exception) override;
   void Main(std::promise<void>& ready);
@@ -110,6 +117,7 @@ class NetworkThread : public kj::TaskSet::ErrorHandler {
 
   // Network thread only, while the loop runs.
   kj::AsyncIoProvider* io_ = nullptr;
+  std::unique_ptr<PreciseTimer> precise_timer_;
   kj::Own<kj::TaskSet> tasks_;
   kj::Own<kj::PromiseFulfiller<void>> stop_;
 };
