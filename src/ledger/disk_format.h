@@ -66,7 +66,7 @@ inline constexpr uint64_t kSegmentUnsyncedAppends = 1;
 // The segment reuses the file of a deleted segment: past its last batch lie that file's old
 // bytes (batches of another ledger), not zeros or the end of the file.
 inline constexpr uint64_t kSegmentRecycled = 2;
-// The segment's file is allocated ahead of its last batch (fallocate, sync mode without a
+// The segment's file is allocated ahead of its last batch (fallocate, in a store without a
 // journal): past its last batch lie zeros up to the end of the file, which are not a torn batch.
 inline constexpr uint64_t kSegmentPreallocated = 4;
 

@@ -35,6 +35,14 @@ constexpr size_t kMaxLedgersPerRound = kWorkerQueueDepth / 2;
 // changes the file's metadata once for this many bytes of appends, instead of every round. It
 // also bounds the zeros that recovery reads past the last batch of an open segment.
 constexpr uint64_t kAllocateAheadBytes = uint64_t{1} << 20;
+// In async mode, a segment is allocated ahead by kAllocateAheadRounds times its round's write,
+// between kAllocateAheadBytes and kMaxAllocateAheadBytes: a write within the file's size leaves
+// the file's size alone, so the pieces of a round's write run side by side, where writes that
+// extend a file are serialised by the file system.
+constexpr uint64_t kAllocateAheadRounds = 8;
+constexpr uint64_t kMaxAllocateAheadBytes = uint64_t{16} << 20;
+// The pieces of an async round's direct write, each started as soon as it is copied.
+constexpr size_t kWritePieceBytes = size_t{1} << 20;
 
 std::string Join(const std::string& dir, std::string_view name) {
   return absl::StrCat(dir, "/", std::string(name));
@@ -846,12 +854,12 @@ absl::Status StoreImpl::CreateSegment(IoQueue& queue, Ledger& ledger, uint64_t b
   segment.max_timestamp_us =
       ledger.segments.empty() ? INT64_MIN : ledger.segments.back().max_timestamp_us;
   const std::optional<std::string> recycled = TakeRecycled(ledger.dir);
-  // Every round of a sync store without a journal syncs the segments it wrote: their files are
-  // allocated ahead of the writes (see ProcessGroup), unless a recycled file is big already.
+  // Without a journal, segment files are allocated ahead of the writes (see ProcessGroup), unless
+  // a recycled file is big already.
   const uint64_t flags =
       (options_.durability == Durability::kAsync && !journaled() ? kSegmentUnsyncedAppends : 0) |
       (recycled.has_value() ? kSegmentRecycled : 0) |
-      (segments_synced() && !recycled.has_value() ? kSegmentPreallocated : 0);
+      (!journaled() && !recycled.has_value() ? kSegmentPreallocated : 0);
   const std::string header = EncodeSegmentHeader(SegmentHeader{ledger.id, base_entry_id, flags});
   if (recycled.has_value()) {
     // The new header is made durable while the file is still in the pool, and one rename puts
@@ -1020,10 +1028,12 @@ struct Part {
   // The batches to write at `position`: in `buffer`, or with direct I/O in `aligned`, after the
   // segment's partial last block before `position` (`head`, written again) and before zero
   // padding to a block boundary; that write starts at position - head.size(). The batches are
-  // copied once, into the buffer the write is made from.
+  // copied once, into the buffer the write is made from: with direct I/O, as the write is
+  // issued (`sources` until then).
   std::vector<char> buffer;
   std::shared_ptr<File> direct_file;
   std::vector<char> head;
+  std::vector<std::span<const char>> sources;
   AlignedBuffer aligned;
   size_t payload_bytes = 0;
   size_t aligned_size = 0;
@@ -1042,39 +1052,61 @@ struct Part {
     char* out = aligned.Grow(head.size() + kDirectIoAlignment, 0);
     if (!head.empty()) std::memcpy(out, head.data(), head.size());
   }
+  // `bytes` stay valid until the round's writes are done.
   void Append(std::span<const char> bytes) {
     if (direct_file != nullptr) {
-      const size_t used = head.size() + payload_bytes;
-      char* out = aligned.Grow(used + bytes.size(), used);
-      std::memcpy(out + used, bytes.data(), bytes.size());
+      sources.push_back(bytes);
     } else {
       buffer.insert(buffer.end(), bytes.begin(), bytes.end());
     }
     payload_bytes += bytes.size();
   }
-  // The batches appended so far.
+  // The batches appended, once written.
   std::span<const char> payload() const {
     if (direct_file != nullptr) return {aligned.data() + head.size(), payload_bytes};
     return buffer;
   }
-  // One past the last byte the write covers.
+  // One past the last byte the write covers (with direct I/O, once Align ran).
   uint64_t write_end() const {
     return direct_file != nullptr ? position - head.size() + aligned_size
                                   : position + payload_bytes;
   }
-  // Pads the aligned write with zeros to a block boundary (direct I/O only).
+  // Sizes the aligned write: head + batches + zero padding to a block boundary (direct I/O).
   void Align() {
     const size_t used = head.size() + payload_bytes;
     aligned_size = (used + kDirectIoAlignment - 1) / kDirectIoAlignment * kDirectIoAlignment;
-    char* out = aligned.Grow(aligned_size, used);
-    std::memset(out + used, 0, aligned_size - used);
+    aligned.Grow(aligned_size, head.size());
   }
-  IoRequest WriteRequest(uint64_t tag) const {
-    if (direct_file != nullptr) {
-      return IoRequest::Write(direct_file.get(), position - head.size(),
-                              std::span<const char>(aligned.data(), aligned_size), tag);
+  // Issues the part's write through `issue(request)`. With direct I/O the batches are copied into
+  // the aligned buffer first, and the write goes in pieces of `chunk` bytes (a multiple of the
+  // alignment), each issued as soon as its bytes are there: the device writes the first pieces
+  // while the later ones are copied.
+  template <typename Issue>
+  void Write(size_t chunk, uint64_t tag, Issue&& issue) {
+    if (direct_file == nullptr) {
+      issue(IoRequest::Write(file.get(), position, buffer, tag));
+      return;
     }
-    return IoRequest::Write(file.get(), position, buffer, tag);
+    const uint64_t start = position - head.size();
+    char* out = aligned.data();
+    size_t used = head.size();
+    size_t issued = 0;
+    auto piece = [&](size_t bytes) {
+      issue(IoRequest::Write(direct_file.get(), start + issued,
+                             std::span<const char>(out + issued, bytes), tag));
+      issued += bytes;
+    };
+    for (std::span<const char> rest : sources) {
+      while (!rest.empty()) {
+        const size_t n = std::min(rest.size(), chunk - (used - issued));  // to the piece's end
+        std::memcpy(out + used, rest.data(), n);
+        used += n;
+        rest = rest.subspan(n);
+        if (used - issued == chunk) piece(chunk);
+      }
+    }
+    std::memset(out + used, 0, aligned_size - used);
+    if (issued < aligned_size) piece(aligned_size - issued);
   }
 };
 
@@ -1173,34 +1205,24 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
     // Runs one request per healthy part and waits for exactly those. Tags carry a round
     // number, so that a completion left over from an earlier failure is never taken for one of
     // this round's.
-    auto run = [&](auto make_request) {
+    // `emit(part, tag, issue)` issues the part's requests: issue(request, now) queues one and,
+    // if `now`, starts what is queued at once (otherwise they start together, in one submission,
+    // once every part has emitted its own).
+    auto run_each = [&](auto emit) {
       const uint64_t round = (++io_round_ & 0xffffffff) << 32;
       size_t pending = 0;
-      for (size_t i = 0; i < parts.size(); ++i) {
-        if (!parts[i].status.ok()) continue;
-        const std::optional<IoRequest> request = make_request(parts[i], round | i);
-        if (!request.has_value()) continue;
-        absl::Status s = queue.Enqueue(*request);
-        if (!s.ok()) {
-          parts[i].status = s;
-          continue;
-        }
-        ++pending;
-      }
-      if (pending == 0) return;
-      absl::Status submitted = queue.Submit();
-      if (!submitted.ok()) {
-        // The queue itself broke: nothing can be trusted any more.
-        FailStop(submitted);
-        for (Part& p : parts) p.status.Update(submitted);
-        return;
-      }
+      bool queued = false;  // enqueued, not yet submitted
+      absl::Status broken;  // the queue itself broke: nothing can be trusted any more
       std::array<IoCompletion, 64> done;
-      while (pending > 0) {
+      auto submit = [&] {
+        if (!queued || !broken.ok()) return;
+        queued = false;
+        broken = queue.Submit();
+      };
+      auto reap = [&] {
         absl::StatusOr<size_t> n = queue.Reap(done, 1);
         if (!n.ok()) {
-          FailStop(n.status());
-          for (Part& p : parts) p.status.Update(n.status());
+          broken = n.status();
           return;
         }
         for (size_t k = 0; k < *n; ++k) {
@@ -1211,7 +1233,40 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
           parts[index].status.Update(done[k].status);
           --pending;
         }
+      };
+      for (size_t i = 0; i < parts.size() && broken.ok(); ++i) {
+        if (!parts[i].status.ok()) continue;
+        emit(parts[i], round | i, [&, i](const IoRequest& request, bool now) {
+          if (!broken.ok() || !parts[i].status.ok()) return;
+          if (queue.in_flight() >= kWorkerQueueDepth) {
+            submit();
+            while (broken.ok() && queue.in_flight() >= kWorkerQueueDepth) reap();
+            if (!broken.ok()) return;
+          }
+          absl::Status s = queue.Enqueue(request);
+          if (!s.ok()) {
+            parts[i].status = s;
+            return;
+          }
+          ++pending;
+          queued = true;
+          if (now) submit();
+        });
       }
+      submit();
+      while (broken.ok() && pending > 0) reap();
+      if (!broken.ok()) {
+        FailStop(broken);
+        for (Part& p : parts) p.status.Update(broken);
+      }
+    };
+    // Runs one request per healthy part (where make_request returns one), submitted together,
+    // and waits for exactly those. Tags carry a round number, so that a completion left over
+    // from an earlier failure is never taken for one of this round's.
+    auto run = [&](auto make_request) {
+      run_each([&](Part& p, uint64_t tag, auto&& issue) {
+        if (const std::optional<IoRequest> request = make_request(p, tag)) issue(*request, false);
+      });
     };
     for (Part& p : parts) {
       if (p.direct_file != nullptr) p.Align();
@@ -1220,9 +1275,11 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
     // of their writes: a write that would pass the end of its file first grows the file by at
     // least kAllocateAheadBytes, so that most rounds change no file's size and their one sync
     // commits less metadata. (A segment synced alone gains nothing from it: its fdatasync
-    // commits the allocation of its blocks either way.) An allocation that fails (a full disk)
-    // is not an error here: the write then extends the file, or fails on its own.
-    if (segments_synced() && options_.sync_file_system) {
+    // commits the allocation of its blocks either way.) In async mode every segment is, for the
+    // sake of the pieces of its writes (kAllocateAheadRounds). An allocation that fails (a full
+    // disk) is not an error here: the write then extends the file, or fails on its own.
+    const bool async_ahead = !segments_synced() && !journaled();
+    if ((segments_synced() && options_.sync_file_system) || async_ahead) {
       std::map<size_t, size_t> parts_in_dir;  // data dir index -> parts to write there
       for (const Part& p : parts) {
         if (p.status.ok()) ++parts_in_dir[p.ledger->id % options_.data_dirs.size()];
@@ -1231,7 +1288,7 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
       for (Part& p : parts) {
         Segment& segment = p.ledger->segments[p.segment_index];
         if (!p.status.ok() || (segment.header_flags & kSegmentPreallocated) == 0 ||
-            parts_in_dir[p.ledger->id % options_.data_dirs.size()] < 2) {
+            (!async_ahead && parts_in_dir[p.ledger->id % options_.data_dirs.size()] < 2)) {
           continue;
         }
         if (!segment.file_bytes.has_value()) {
@@ -1241,7 +1298,11 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
         }
         const uint64_t end = p.write_end();
         if (end <= *segment.file_bytes) continue;
-        const uint64_t ahead = std::max(end, *segment.file_bytes + kAllocateAheadBytes);
+        const uint64_t step =
+            async_ahead ? std::clamp((end - p.position) * kAllocateAheadRounds,
+                                     kAllocateAheadBytes, kMaxAllocateAheadBytes)
+                        : kAllocateAheadBytes;
+        const uint64_t ahead = std::max(end, *segment.file_bytes + step);
         p.allocate_from = *segment.file_bytes;
         p.allocate_to = std::max(end, std::min<uint64_t>(ahead, options_.segment_bytes));
         any = true;
@@ -1267,7 +1328,14 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
         }
       }
     }
-    run([](Part& p, size_t i) { return std::optional(p.WriteRequest(i)); });
+    // In async mode a big round's writes go in pieces, each started once copied (Part::Write),
+    // so that the device is not idle while the worker copies. Where appends are synced, a round
+    // keeps one write per segment: a crash tears at most that write, at the segment's end.
+    const bool pieces = !segments_synced() && !journaled();
+    run_each([&](Part& p, uint64_t tag, auto&& issue) {
+      p.Write(pieces ? kWritePieceBytes : SIZE_MAX, tag,
+              [&](const IoRequest& request) { issue(request, pieces); });
+    });
     // With a journal, the batches that reached their segments also go to the journal: all
     // ledgers' batches in one write, made durable by one sync.
     std::vector<char>& journal = journal_buffer_;

@@ -7,9 +7,11 @@
 #include "cairn/store.h"
 
 #include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <future>
 #include <limits>
 #include <memory>
@@ -1150,6 +1152,60 @@ TEST_CASE("ledger store on disk: data survives close and reopen", "[ledger]") {
   const uint64_t next = open.next_id();
   CHECK(AppendTestBatch(*writer, open, 2).first_entry_id == next);
   CheckLedger(*Reader(*store, open_id), open.entries);
+}
+
+TEST_CASE("ledger store on disk: async rounds of megabytes go in pieces into files allocated ahead",
+          "[ledger]") {
+  testing::TempDir dir;
+  StoreOptions options;
+  options.data_dirs = {dir.path()};
+  options.durability = Durability::kAsync;
+  options.io_engine = GENERATE(IoEngine::kAuto, IoEngine::kPosix);
+  // Appends queued within the delay share a round: rounds of several megabytes, several pieces.
+  options.group_commit_max_delay_us = 20000;
+  uint64_t id;
+  Appended ledger;
+  const auto segment_file_bytes = [&] {
+    uint64_t largest = 0;
+    for (const auto& f : std::filesystem::recursive_directory_iterator(dir.path())) {
+      if (f.is_regular_file() && f.path().extension() == ".seg") {
+        largest = std::max<uint64_t>(largest, f.file_size());
+      }
+    }
+    return largest;
+  };
+  {
+    auto store = Unwrap(Store::Open(options));
+    id = Unwrap(store->CreateLedger());
+    auto writer = Writer(*store, id);
+    std::atomic<int> failed{0};
+    // 200 batches of 2 entries of 20,000 bytes: 8 MB, in batches that do not fall on blocks.
+    BatchBuilder batch;
+    for (int b = 0; b < 200; ++b) {
+      ledger.batch_first.push_back(ledger.next_id());
+      for (int i = 0; i < 2; ++i) {
+        ledger.entries.push_back(TestEntry(ledger.next_id(), 20000));
+        AddEntry(batch, ledger.entries.back());
+      }
+      ledger.batch_bytes.push_back(batch.size_bytes());
+      writer->AppendAsync(batch, [&failed](absl::StatusOr<AppendResult> r) {
+        if (!r.ok()) failed.fetch_add(1);
+      });
+      batch.Reset();
+    }
+    REQUIRE(writer->Flush().ok());
+    CHECK(failed.load() == 0);
+    CheckLedger(*Reader(*store, id), ledger.entries);
+    // While the segment is open its file reaches past its last batch.
+    CHECK(segment_file_bytes() > ledger.total_bytes() + kDirectIoAlignment);
+    writer.reset();
+    REQUIRE(store->Close().ok());
+  }
+  // Closing cut the file back to its batches.
+  CHECK(segment_file_bytes() < ledger.total_bytes() + kDirectIoAlignment);
+  auto store = Unwrap(Store::Open(options));
+  CHECK(store->recovery_report().clean_shutdown);
+  CheckLedger(*Reader(*store, id), ledger.entries, ReadLimits{.max_bytes = 1 << 20});
 }
 
 TEST_CASE("ledger store on disk: a second Open is refused", "[ledger]") {
