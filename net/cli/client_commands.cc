@@ -215,7 +215,9 @@ class SendTally {
  public:
   void Answer(const absl::StatusOr<MessageId>& id) {
     if (id.ok()) {
-      acknowledged_.fetch_add(1, std::memory_order_relaxed);
+      // Acknowledgements come from the client's one network thread only: no read-modify-write.
+      acknowledged_.store(acknowledged_.load(std::memory_order_relaxed) + 1,
+                          std::memory_order_relaxed);
       return;
     }
     failed_.fetch_add(1, std::memory_order_relaxed);
