@@ -13,6 +13,9 @@ namespace cairn::internal {
 namespace {
 
 constexpr uint64_t kReadChunkBytes = uint64_t{1} << 20;
+// The window's first read; each refill doubles it up to kReadChunkBytes. A short tail then costs
+// about its own size to scan, even where the file goes on (zeros allocated ahead).
+constexpr uint64_t kFirstReadBytes = uint64_t{64} << 10;
 
 // A window over a file, refilled on demand.
 class FileWindow {
@@ -20,10 +23,12 @@ class FileWindow {
   FileWindow(IoQueue& queue, File& file, uint64_t file_size)
       : queue_(queue), file_(file), file_size_(file_size) {}
 
-  // Makes [at, at + n) available; n must fit in the file.
-  absl::StatusOr<std::span<const char>> Get(uint64_t at, uint64_t n) {
+  // Makes [at, at + n) available; n must fit in the file. `exact`: reads no more than n if it
+  // has to read.
+  absl::StatusOr<std::span<const char>> Get(uint64_t at, uint64_t n, bool exact = false) {
     if (at < start_ || at + n > start_ + buffer_.size()) {
-      const uint64_t want = std::min(std::max(n, kReadChunkBytes), file_size_ - at);
+      const uint64_t want = std::min(exact ? n : std::max(n, read_bytes_), file_size_ - at);
+      read_bytes_ = std::min(2 * read_bytes_, kReadChunkBytes);
       buffer_.resize(want);
       CAIRN_ASSIGN_OR_RETURN(uint64_t got, ReadAt(queue_, file_, at, std::span<char>(buffer_)));
       buffer_.resize(got);
@@ -43,6 +48,7 @@ class FileWindow {
   std::vector<char> buffer_;
   uint64_t start_ = 0;
   uint64_t bytes_read_ = 0;
+  uint64_t read_bytes_ = kFirstReadBytes;  // of the next refill
 };
 
 struct Found {
@@ -94,6 +100,12 @@ absl::StatusOr<LogScan> ScanLog(IoQueue& queue, File& file, uint64_t position,
   if (at < scan.file_size && scan.file_size - at < kDirectIoAlignment) {
     CAIRN_ASSIGN_OR_RETURN(std::span<const char> rest, window.Get(at, scan.file_size - at));
     scan.padding_only = std::all_of(rest.begin(), rest.end(), [](char c) { return c == 0; });
+  } else if (at < scan.file_size && zeros_may_follow && suffix_may_be_lost) {
+    // Whatever follows is cut either way (a lost suffix is allowed here): the block after the
+    // last batch tells padding from a torn batch, without reading megabytes allocated ahead.
+    CAIRN_ASSIGN_OR_RETURN(std::span<const char> block,
+                           window.Get(at, kDirectIoAlignment, /*exact=*/true));
+    scan.padding_only = std::all_of(block.begin(), block.end(), [](char c) { return c == 0; });
   } else if (at < scan.file_size && zeros_may_follow) {
     scan.padding_only = true;
     for (uint64_t from = at; from < scan.file_size && scan.padding_only;) {

@@ -44,7 +44,9 @@ using BatchVisitor = std::function<absl::StatusOr<bool>(
 // the scan proportional to the tail when the file goes on with other bytes (a recycled file).
 //
 // `zeros_may_follow`: the file was allocated ahead of its data, so zeros from the first invalid
-// byte to the end of the file are padding.
+// byte to the end of the file are padding. With `suffix_may_be_lost` too, only the block after
+// the last valid batch is read to tell padding (zeros) from a torn batch: the rest is cut either
+// way, and reading it would make the scan proportional to the space allocated ahead.
 absl::StatusOr<LogScan> ScanLog(IoQueue& queue, File& file, uint64_t position,
                                 std::optional<uint64_t> ledger_id, std::string_view what,
                                 const BatchVisitor& visit, bool suffix_may_be_lost = false,
