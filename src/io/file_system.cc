@@ -52,28 +52,29 @@ IoRequest IoRequest::Write(File* file, uint64_t offset, std::span<const char> da
   return r;
 }
 
-IoRequest IoRequest::DataSync(File* file, uint64_t tag) {
+namespace {
+
+// A request on `file` as a whole (no offset, no buffer).
+IoRequest WholeFileRequest(IoOp op, File* file, uint64_t tag) {
   IoRequest r;
-  r.op = IoOp::kDataSync;
+  r.op = op;
   r.file = file;
   r.tag = tag;
   return r;
+}
+
+}  // namespace
+
+IoRequest IoRequest::DataSync(File* file, uint64_t tag) {
+  return WholeFileRequest(IoOp::kDataSync, file, tag);
 }
 
 IoRequest IoRequest::Sync(File* file, uint64_t tag) {
-  IoRequest r;
-  r.op = IoOp::kSync;
-  r.file = file;
-  r.tag = tag;
-  return r;
+  return WholeFileRequest(IoOp::kSync, file, tag);
 }
 
 IoRequest IoRequest::SyncFileSystem(File* file, uint64_t tag) {
-  IoRequest r;
-  r.op = IoOp::kSyncFileSystem;
-  r.file = file;
-  r.tag = tag;
-  return r;
+  return WholeFileRequest(IoOp::kSyncFileSystem, file, tag);
 }
 
 IoRequest IoRequest::Allocate(File* file, uint64_t offset, uint64_t length, uint64_t tag) {

@@ -90,23 +90,35 @@ TEST_CASE("fault fs: a sync covers only writes completed before it was enqueued"
   CHECK(ReadAll(f.fs(), f.t->Path("log")).empty());
 }
 
+// Files "a" and "b" (their directory synced), holding completed but unsynced writes "one" and
+// "two".
+struct TwoFiles {
+  explicit TwoFiles(Fixture& f) : q(f.Queue()), a(f.Open("a")), b(f.Open("b")) {
+    f.SyncRoot();
+    REQUIRE(WriteAt(*q, *a, 0, std::string("one")).ok());
+    REQUIRE(WriteAt(*q, *b, 0, std::string("two")).ok());
+  }
+  // Syncs their file system (through "a") and returns the completion.
+  IoCompletion SyncFileSystem(uint64_t tag) {
+    REQUIRE(q->Enqueue(IoRequest::SyncFileSystem(a.get(), tag)).ok());
+    REQUIRE(q->Submit().ok());
+    std::array<IoCompletion, 1> out;
+    REQUIRE(*q->Reap(out, 1) == 1);
+    return out[0];
+  }
+  std::unique_ptr<IoQueue> q;
+  std::unique_ptr<File> a, b;
+};
+
 TEST_CASE("fault fs: a sync of the file system makes every file's completed writes durable",
           "[io][fault]") {
   Fixture f(GENERATE(from_range(Kinds())));
-  auto q = f.Queue();
-  auto a = f.Open("a");
-  auto b = f.Open("b");
-  f.SyncRoot();
-  REQUIRE(WriteAt(*q, *a, 0, std::string("one")).ok());
-  REQUIRE(WriteAt(*q, *b, 0, std::string("two")).ok());
-  REQUIRE(q->Enqueue(IoRequest::SyncFileSystem(a.get(), 7)).ok());
-  REQUIRE(q->Submit().ok());
-  std::array<IoCompletion, 1> out;
-  REQUIRE(*q->Reap(out, 1) == 1);
-  CHECK(out[0].tag == 7);
-  CHECK(out[0].op == IoOp::kSyncFileSystem);
-  REQUIRE(out[0].status.ok());
-  REQUIRE(WriteAt(*q, *b, 3, std::string("-later")).ok());  // After the sync: not covered.
+  TwoFiles files(f);
+  const IoCompletion done = files.SyncFileSystem(7);
+  CHECK(done.tag == 7);
+  CHECK(done.op == IoOp::kSyncFileSystem);
+  REQUIRE(done.status.ok());
+  REQUIRE(WriteAt(*files.q, *files.b, 3, std::string("-later")).ok());  // Not covered.
   REQUIRE(f.fs().SimulateCrash(NoTear()).ok());
   CHECK(ReadAll(f.fs(), f.t->Path("a")) == "one");
   CHECK(ReadAll(f.fs(), f.t->Path("b")) == "two");
@@ -115,21 +127,12 @@ TEST_CASE("fault fs: a sync of the file system makes every file's completed writ
 TEST_CASE("fault fs: a failed sync of the file system loses every file's unsynced writes",
           "[io][fault]") {
   Fixture f(GENERATE(from_range(Kinds())));
-  auto q = f.Queue();
-  auto a = f.Open("a");
-  auto b = f.Open("b");
-  f.SyncRoot();
-  REQUIRE(WriteAt(*q, *a, 0, std::string("one")).ok());
-  REQUIRE(WriteAt(*q, *b, 0, std::string("two")).ok());
+  TwoFiles files(f);
   f.fs().SetFaults(FaultOptions{.seed = 1, .sync_error_probability = 1.0});
-  REQUIRE(q->Enqueue(IoRequest::SyncFileSystem(a.get())).ok());
-  REQUIRE(q->Submit().ok());
-  std::array<IoCompletion, 1> out;
-  REQUIRE(*q->Reap(out, 1) == 1);
-  CHECK(!out[0].status.ok());
+  CHECK(!files.SyncFileSystem(0).status.ok());
   f.fs().ClearFaults();
   // As after a failed fsync on Linux, a later successful sync does not bring them back.
-  REQUIRE(DataSync(*q, *b).ok());
+  REQUIRE(DataSync(*files.q, *files.b).ok());
   REQUIRE(f.fs().SimulateCrash(NoTear()).ok());
   CHECK(ReadAll(f.fs(), f.t->Path("a")).empty());
   CHECK(ReadAll(f.fs(), f.t->Path("b")).empty());
