@@ -4,8 +4,6 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <future>
 #include <map>
 #include <utility>

@@ -1202,12 +1202,11 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
 
     // Write every part, then sync every written segment: one round of syncs for all.
     IoQueue& queue = *worker_queue_;
-    // Runs one request per healthy part and waits for exactly those. Tags carry a round
-    // number, so that a completion left over from an earlier failure is never taken for one of
-    // this round's.
-    // `emit(part, tag, issue)` issues the part's requests: issue(request, now) queues one and,
-    // if `now`, starts what is queued at once (otherwise they start together, in one submission,
-    // once every part has emitted its own).
+    // Runs the requests of every healthy part and waits for exactly those: `emit(part, tag,
+    // issue)` makes them, and issue(request, now) queues one and, if `now`, starts what is
+    // queued at once (otherwise they start together, in one submission, once every part has
+    // emitted its own). Tags carry a round number, so that a completion left over from an
+    // earlier failure is never taken for one of this round's.
     auto run_each = [&](auto emit) {
       const uint64_t round = (++io_round_ & 0xffffffff) << 32;
       size_t pending = 0;
@@ -1260,9 +1259,7 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
         for (Part& p : parts) p.status.Update(broken);
       }
     };
-    // Runs one request per healthy part (where make_request returns one), submitted together,
-    // and waits for exactly those. Tags carry a round number, so that a completion left over
-    // from an earlier failure is never taken for one of this round's.
+    // One request per healthy part (where make_request returns one), submitted together.
     auto run = [&](auto make_request) {
       run_each([&](Part& p, uint64_t tag, auto&& issue) {
         if (const std::optional<IoRequest> request = make_request(p, tag)) issue(*request, false);
