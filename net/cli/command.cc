@@ -181,8 +181,8 @@ const Command kCommands[] = {
                  "       [--linger-us US] [--batch-bytes B] [--batch-messages N] [--json]",
         .details =
             "Sends messages of --size random bytes (no key) as fast as they are taken, or at\n"
-            "--rate per second, and measures the publish latency of each: from the send to its\n"
-            "acknowledgement. On a terminal a progress line shows every second on standard\n"
+            "--rate per second, and measures the publish latency of every 8th: from the send to\n"
+            "its acknowledgement. On a terminal a progress line shows every second on standard\n"
             "error. Ends with one result line in cairn-bench's format (key=value fields;\n"
             "a JSON object with --json): messages/s and MB/s (10^6 bytes) acknowledged, latency\n"
             "p50/p99/p999/max in microseconds.\n"

@@ -17,6 +17,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <future>
@@ -473,12 +474,14 @@ class ProducerCore final : public SessionUser {
     uint64_t epoch = 0;
     {
       std::unique_lock lock(mu_);
-      // One message larger than the budget may go alone.
-      room_.wait(lock, [&] {
-        return closed_ || pending_bytes_ == 0 ||
-               pending_bytes_ + bytes <= options_.max_pending_bytes;
-      });
-      if (closed_) {
+      while (!closed_.load(std::memory_order_relaxed) && !HasRoom(accepted_bytes_, bytes)) {
+        // Waits with mu_ released: the network thread may need it to seal a lingering batch.
+        const uint64_t accepted = accepted_bytes_;
+        lock.unlock();
+        WaitForRoom(accepted, bytes);
+        lock.lock();
+      }
+      if (closed_.load(std::memory_order_relaxed)) {
         lock.unlock();
         return done(absl::FailedPreconditionError("the producer is closed"));
       }
@@ -508,8 +511,8 @@ class ProducerCore final : public SessionUser {
       current.partition = partition;
       current.callbacks.push_back(std::move(done));
       current.bytes += bytes;
-      pending_bytes_ += bytes;
-      ++unanswered_;
+      accepted_bytes_ += bytes;
+      ++accepted_messages_;
       if (options_.linger.count() <= 0 ||
           current.callbacks.size() >= options_.max_batch_messages ||
           current.builder->size_bytes() >= options_.max_batch_bytes) {
@@ -530,26 +533,33 @@ class ProducerCore final : public SessionUser {
 
   absl::Status Flush() {
     if (thread_.OnLoopThread()) return thread_.CalledFromCallback();
+    uint64_t sent;
     {
       std::lock_guard lock(mu_);
       for (uint32_t p = 0; p < partitions_; ++p) {
         if (!open_[p].callbacks.empty()) Seal(p);
       }
+      sent = accepted_messages_;
     }
     thread_.Post([this] { SendSealed(); });
-    std::unique_lock lock(mu_);
-    idle_.wait(lock, [&] { return unanswered_ == 0; });
+    std::unique_lock lock(handoff_mu_);
+    idle_.wait(lock, [&] { return answered_messages_.load(std::memory_order_relaxed) >= sent; });
     return std::exchange(first_error_, absl::OkStatus());
   }
 
   absl::Status Close() {
     if (thread_.OnLoopThread()) return thread_.CalledFromCallback();
-    absl::Status flushed = Flush();
+    // Refuse further messages first, so that none is accepted after the flush and left unsent.
     {
       std::lock_guard lock(mu_);
-      closed_ = true;
+      closed_.store(true, std::memory_order_relaxed);
+    }
+    {
+      // Taken so that a sender between its check and its wait cannot miss the notification.
+      std::lock_guard lock(handoff_mu_);
     }
     room_.notify_all();
+    absl::Status flushed = Flush();
     // Once this ran, no function posted earlier is left to refer to this producer.
     thread_.PostAndWait([this] {
       client_.RemoveUser(this);
@@ -585,12 +595,29 @@ class ProducerCore final : public SessionUser {
   void ReconnectFailed(const absl::Status& status) override { FailAll(status); }
 
  private:
+  // Whether `bytes` more fit the pending budget, with `accepted` bytes accepted so far. One
+  // message larger than the budget may go alone.
+  bool HasRoom(uint64_t accepted, uint64_t bytes) const {
+    const uint64_t pending = accepted - released_bytes_.load(std::memory_order_acquire);
+    return pending == 0 || pending + bytes <= options_.max_pending_bytes;
+  }
+
+  // mu_ not held: waits until answers released enough of the `accepted` bytes, or the producer
+  // closed.
+  void WaitForRoom(uint64_t accepted, uint64_t bytes) {
+    std::unique_lock lock(handoff_mu_);
+    room_.wait(lock, [&] {
+      return closed_.load(std::memory_order_relaxed) || HasRoom(accepted, bytes);
+    });
+  }
+
   // mu_ held: moves the open batch of `partition` to the sealed queue.
   void Seal(uint32_t partition) {
     ProducerBatch& batch = open_[partition];
     absl::StatusOr<std::span<const char>> wire = batch.builder->Finish(0, 0);
     // Cannot fail: the batch has entries and ids from 0.
     batch.wire = wire.ok() ? *wire : std::span<const char>();
+    std::lock_guard handoff(handoff_mu_);
     sealed_.push_back(std::move(batch));
     open_[partition] = TakeSpareBatch();
     ++linger_epoch_[partition];
@@ -598,7 +625,7 @@ class ProducerCore final : public SessionUser {
     if (partition == round_robin_) round_robin_ = (round_robin_ + 1) % partitions_;
   }
 
-  // mu_ held: an empty batch, with the buffers of an answered one when there is one (a batch's
+  // handoff_mu_ held: an empty batch, with the buffers of an answered one when there is one (a batch's
   // builder and callbacks grow to the batch limits; reusing them spares an allocation and a
   // copy per doubling, per batch).
   ProducerBatch TakeSpareBatch() {
@@ -608,7 +635,7 @@ class ProducerCore final : public SessionUser {
     return batch;
   }
 
-  // mu_ held: keeps the buffers of an answered batch for a later one, up to a few per partition.
+  // handoff_mu_ held: keeps the buffers of an answered batch for a later one, up to a few per partition.
   void KeepSpareBatch(ProducerBatch& done) {
     if (spare_batches_.size() >= 2 * static_cast<size_t>(partitions_) + 2) return;
     ProducerBatch& spare = spare_batches_.emplace_back(std::move(done));
@@ -633,7 +660,7 @@ class ProducerCore final : public SessionUser {
   void SendSealed() {
     std::deque<ProducerBatch> sealed;
     {
-      std::lock_guard lock(mu_);
+      std::lock_guard lock(handoff_mu_);
       sealed.swap(sealed_);
     }
     if (tasks_.get() == nullptr) return;  // closed
@@ -701,12 +728,14 @@ class ProducerCore final : public SessionUser {
       }
     }
     const size_t answered = done.batch.callbacks.size();
-    // The callbacks' captures go before mu_ is taken: their destructors may call anything.
+    // The callbacks' captures go before a lock is taken: their destructors may call anything.
     done.batch.callbacks.clear();
     {
-      std::lock_guard lock(mu_);
-      pending_bytes_ -= done.batch.bytes;
-      unanswered_ -= answered;
+      std::lock_guard lock(handoff_mu_);
+      released_bytes_.store(released_bytes_.load(std::memory_order_relaxed) + done.batch.bytes,
+                            std::memory_order_release);
+      answered_messages_.store(answered_messages_.load(std::memory_order_relaxed) + answered,
+                               std::memory_order_relaxed);
       if (!first.ok() && first_error_.ok()) first_error_ = first.status();
       KeepSpareBatch(done.batch);
     }
@@ -728,18 +757,25 @@ class ProducerCore final : public SessionUser {
   const ProducerOptions options_;
   const uint32_t partitions_;
 
+  // Two locks, so that the network thread's work per batch does not wait for senders, which
+  // take mu_ for every message. Order: mu_, then handoff_mu_.
   std::mutex mu_;
-  std::condition_variable room_;  // pending_bytes_ fell, or closed_
-  std::condition_variable idle_;  // unanswered_ fell
   std::vector<ProducerBatch> open_;       // guarded by mu_, one per partition
   std::vector<uint64_t> linger_epoch_;    // guarded by mu_: batches sealed per partition
-  std::deque<ProducerBatch> sealed_;      // guarded by mu_
-  std::vector<ProducerBatch> spare_batches_;  // guarded by mu_: answered, emptied, for reuse
   uint32_t round_robin_ = 0;              // guarded by mu_
-  uint64_t pending_bytes_ = 0;            // guarded by mu_
-  uint64_t unanswered_ = 0;               // guarded by mu_: messages whose callback has not run
-  absl::Status first_error_;              // guarded by mu_
-  bool closed_ = false;                   // guarded by mu_
+  uint64_t accepted_bytes_ = 0;           // guarded by mu_: counted against max_pending_bytes
+  uint64_t accepted_messages_ = 0;        // guarded by mu_
+  std::atomic<bool> closed_{false};       // written with mu_ held
+
+  std::mutex handoff_mu_;
+  std::condition_variable room_;  // with handoff_mu_: released_bytes_ grew, or closed_
+  std::condition_variable idle_;  // with handoff_mu_: answered_messages_ grew
+  std::deque<ProducerBatch> sealed_;          // guarded by handoff_mu_
+  std::vector<ProducerBatch> spare_batches_;  // guarded by handoff_mu_: answered, for reuse
+  absl::Status first_error_;                  // guarded by handoff_mu_
+  // Of the accepted ones, whose callbacks have run; written with handoff_mu_ held.
+  std::atomic<uint64_t> released_bytes_{0};
+  std::atomic<uint64_t> answered_messages_{0};
 
   // Network thread only.
   std::optional<rpc::Producer::Client> cap_;

@@ -364,6 +364,94 @@ TEST_CASE("client: back-pressure holds the pending bytes near max_pending_bytes"
   REQUIRE((*producer)->Close().ok());
 }
 
+TEST_CASE("client: senders on several threads share a producer; each Flush waits for what its "
+          "thread sent",
+          "[net][client][concurrency]") {
+  TempDir dir;
+  ServedProxy served(dir.path());
+  std::unique_ptr<Client> client = ConnectTo(served.address());
+  REQUIRE(client->CreateTopic("t", Partitions(3)).ok());
+  ProducerOptions options;
+  // Small budgets: senders wait for room while others seal and the network thread answers.
+  options.max_pending_bytes = 32 << 10;
+  options.max_batch_bytes = 4 << 10;
+  options.linger = std::chrono::microseconds(200);
+  absl::StatusOr<std::unique_ptr<Producer>> producer = client->CreateProducer("t", options);
+  REQUIRE(producer.ok());
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 3000;
+  std::array<std::atomic<int>, kThreads> answered{};
+  std::array<int, kThreads> answered_at_flush{};
+  std::array<absl::Status, kThreads> flushed;
+  std::atomic<int> failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        (*producer)->SendAsync(Value(std::string(100 + i % 200, 'a' + t)),
+                               [&, t](absl::StatusOr<MessageId> id) {
+                                 if (!id.ok()) failed.fetch_add(1);
+                                 answered[t].fetch_add(1);
+                               });
+      }
+      flushed[t] = (*producer)->Flush();
+      answered_at_flush[t] = answered[t].load();
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  CHECK(failed.load() == 0);
+  for (int t = 0; t < kThreads; ++t) {
+    CHECK(flushed[t].ok());
+    CHECK(answered_at_flush[t] == kPerThread);
+  }
+  REQUIRE((*producer)->Close().ok());
+  // Every message is stored once.
+  std::unique_ptr<Consumer> consumer = Subscribe(*client, "t", "all", SubscriptionType::kExclusive);
+  int consumed = 0;
+  while (consumer != nullptr) {
+    absl::StatusOr<std::optional<Message>> m = consumer->Receive(milliseconds(500));
+    REQUIRE(m.ok());
+    if (!m->has_value()) break;
+    ++consumed;
+  }
+  CHECK(consumed == kThreads * kPerThread);
+}
+
+TEST_CASE("client: closing a producer wakes a sender waiting for room, whose message fails",
+          "[net][client][concurrency]") {
+  TempDir dir;
+  ServedProxy served(dir.path());
+  std::unique_ptr<Client> client = ConnectTo(served.address());
+  REQUIRE(client->CreateTopic("t", {}).ok());
+  ProducerOptions options;
+  options.max_pending_bytes = 4 << 10;
+  // Nothing is sent before the linger ends: the budget fills and stays full.
+  options.linger = std::chrono::seconds(30);
+  absl::StatusOr<std::unique_ptr<Producer>> producer = client->CreateProducer("t", options);
+  REQUIRE(producer.ok());
+  std::atomic<int> ok{0};
+  std::atomic<int> refused{0};
+  std::thread sender([&] {
+    for (int i = 0; i < 10; ++i) {
+      (*producer)->SendAsync(Value(std::string(1000, 'x')), [&](absl::StatusOr<MessageId> id) {
+        if (id.ok()) {
+          ok.fetch_add(1);
+        } else if (absl::IsFailedPrecondition(id.status())) {
+          refused.fetch_add(1);
+        }
+      });
+    }
+  });
+  // The sender blocks on its fifth message or so; Close sends what is batched, then refuses the
+  // rest.
+  std::this_thread::sleep_for(milliseconds(200));
+  REQUIRE((*producer)->Close().ok());
+  sender.join();
+  CHECK(ok.load() + refused.load() == 10);
+  CHECK(ok.load() >= 3);
+  CHECK(refused.load() >= 1);
+}
+
 // ---- cairnd standalone, killed mid-stream -------------------------------------------------------
 
 TEST_CASE("client: a proxy killed and restarted mid-stream loses no acknowledged message and "
