@@ -298,7 +298,15 @@ absl::StatusOr<BatchHeader> DecodeBatchHeader(std::span<const char> bytes) {
   return header;
 }
 
+#ifdef CAIRN_AVX2_PAYLOAD_HASH
+unsigned long long PayloadHashAvx2(const void* data, size_t size);  // payload_hash_avx2.cc
+#endif
+
 uint64_t PayloadHash(std::span<const char> payload) {
+#ifdef CAIRN_AVX2_PAYLOAD_HASH
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) return PayloadHashAvx2(payload.data(), payload.size());
+#endif
   return XXH3_64bits(payload.data(), payload.size());
 }
 

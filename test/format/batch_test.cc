@@ -21,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include <xxhash.h>
+
 #include "src/format/batch_format.h"
 #include "src/format/coding.h"
 
@@ -880,6 +882,26 @@ TEST_CASE("StampBatch moves a batch to another ledger and position", "[format][s
     CHECK(internal::StampBatch(MutableBytes(batch), 1, 0, payload_hash).code() ==
           absl::StatusCode::kDataLoss);
     CHECK(batch == before);
+  }
+}
+
+TEST_CASE("the payload hash is XXH3-64 at every length, whatever instructions compute it",
+          "[format][checksum]") {
+  // PayloadHash may take a path built for AVX2; the format is the library's XXH3-64.
+  std::mt19937_64 random(7);
+  std::vector<char> bytes(300000);
+  for (char& c : bytes) c = static_cast<char>(random());
+  std::vector<size_t> sizes;
+  for (size_t n = 0; n <= 1100; ++n) sizes.push_back(n);
+  for (size_t n : {4095, 4096, 4097, 65535, 65536, 100003, 131072, 300000}) sizes.push_back(n);
+  for (size_t n : sizes) {
+    // Misaligned starts too.
+    for (size_t at : {0, 1, 7}) {
+      if (at + n > bytes.size()) continue;
+      const std::span<const char> payload(bytes.data() + at, n);
+      INFO("size " << n << " at " << at);
+      REQUIRE(internal::PayloadHash(payload) == XXH3_64bits(payload.data(), payload.size()));
+    }
   }
 }
 
