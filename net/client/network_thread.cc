@@ -1,6 +1,7 @@
 // Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
 #include "net/client/network_thread.h"
 
+#include <pthread.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -91,7 +92,10 @@ absl::StatusOr<std::unique_ptr<NetworkThread>> NetworkThread::Start(std::string 
   auto thread = std::unique_ptr<NetworkThread>(new NetworkThread(std::move(what), std::move(log)));
   std::promise<void> ready;
   std::future<void> started = ready.get_future();
-  thread->thread_ = std::thread([&self = *thread, &ready] { self.Main(ready); });
+  thread->thread_ = std::thread([&self = *thread, &ready] {
+    pthread_setname_np(pthread_self(), "cairn-net");
+    self.Main(ready);
+  });
   started.get();
   if (thread->executor_.get() == nullptr) {
     thread->thread_.join();

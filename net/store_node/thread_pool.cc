@@ -1,12 +1,19 @@
 // Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
 #include "net/store_node/thread_pool.h"
 
+#include <pthread.h>
+
 namespace cairn::net::internal {
 
 ThreadPool::ThreadPool(uint32_t threads) {
   if (threads == 0) threads = 1;
   threads_.reserve(threads);
-  for (uint32_t i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
+  for (uint32_t i = 0; i < threads; ++i) {
+    threads_.emplace_back([this] {
+      pthread_setname_np(pthread_self(), "cairn-node-pool");
+      Work();
+    });
+  }
 }
 
 ThreadPool::~ThreadPool() { Stop(); }

@@ -9,6 +9,8 @@
 // it reads through a StreamReader, which does not take the append path.
 #include "cairn/compaction.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -254,7 +256,10 @@ class CompactorImpl final : public Compactor {
     std::lock_guard lock(bg_mu_);
     if (thread_.joinable()) return absl::FailedPreconditionError("the compactor is started");
     stop_ = false;
-    thread_ = std::thread([this] { RunBackground(); });
+    thread_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "cairn-compact");
+      RunBackground();
+    });
     return absl::OkStatus();
   }
 
