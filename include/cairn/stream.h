@@ -181,6 +181,13 @@ class Stream {
   // kInvalidArgument if not exactly one batch), then appended as above. The bytes need only
   // live until this returns.
   virtual void AppendAsync(std::span<const char> batch, StreamAppendCallback done) = 0;
+  // Whether appending `batch` (in its wire form) would first start a new ledger: close the one
+  // being written and create, record and open the next, which blocks the caller on the disk and
+  // the metadata store for milliseconds. An event loop can make that append on another thread,
+  // holding the stream's later appends until it has returned. False if the append would be
+  // refused at once. A hint: an age limit (StreamOptions::ledger_max_age) may pass between this
+  // and the append.
+  virtual bool AppendStartsLedger(std::span<const char> batch) = 0;
   absl::StatusOr<StreamAppendResult> Append(BatchBuilder& batch);
   // Waits for every append made so far; returns the first error among them.
   virtual absl::Status Flush() = 0;

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -31,6 +32,7 @@
 #include "cairn/metadata.h"
 #include "cairn/store.h"
 #include "cairn/stream.h"
+#include "kj/function.h"
 
 namespace cairn::net::internal {
 
@@ -52,6 +54,11 @@ struct Partition {
   std::unique_ptr<Stream> stream;
   std::mutex compactor_mu;
   std::unique_ptr<Compactor> compactor;  // guarded by compactor_mu; opened on first use
+  // The proxy's sends, event-loop only. A send whose append starts a new ledger is appended on
+  // a pool thread (Stream::AppendStartsLedger); until that append has returned, the partition's
+  // later sends wait here, in arrival order.
+  bool starting_ledger = false;
+  std::deque<kj::Function<void()>> after_ledger_start;
 };
 
 struct Subscription;

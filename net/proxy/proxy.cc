@@ -300,22 +300,61 @@ class ProducerImpl final : public rpc::Producer::Server {
   }
 
  private:
-  // Hands one batch to its partition's stream; its bytes have been counted by the gate.
+  // Hands one batch to its partition's stream; its bytes have been counted by the gate. An
+  // append that starts a new ledger would block the loop on the disk and the metadata store (a
+  // roll-over takes milliseconds, and every topic's sends would wait), so it goes to a pool
+  // thread, and the partition's later sends wait for it.
   static void Start(std::shared_ptr<ProducerState> state, uint32_t partition,
                     std::span<const char> batch,
                     kj::Own<kj::PromiseFulfiller<absl::StatusOr<StreamAppendResult>>> reply) {
+    Service& service = state->service;
+    internal::Partition& part = *state->topic->partitions[partition];
+    const bool starts_ledger = part.starting_ledger || part.stream->AppendStartsLedger(batch);
+    std::shared_ptr<std::vector<char>> copy;
+    if (starts_ledger) {
+      // The call's parameters may go before the append is made.
+      copy = std::make_shared<std::vector<char>>(batch.begin(), batch.end());
+      if (part.starting_ledger) {
+        part.after_ledger_start.push_back(
+            [state, partition, copy, reply = kj::mv(reply)]() mutable {
+              Start(std::move(state), partition, *copy, kj::mv(reply));
+            });
+        return;
+      }
+    }
+    StreamAppendCallback completed = Track(state, batch.size(), kj::mv(reply));
+    if (!starts_ledger) {
+      part.stream->AppendAsync(batch, std::move(completed));
+      return;
+    }
+    part.starting_ledger = true;
+    service.tasks.add(
+        RunBlocking(service.blocking,
+                    [state, &part, copy, completed = std::move(completed)]() mutable {
+                      part.stream->AppendAsync(*copy, std::move(completed));
+                      return true;
+                    })
+            .then([&part, state](bool) {
+              part.starting_ledger = false;
+              // In order; one of them may start the next ledger, and the rest wait again.
+              std::deque<kj::Function<void()>> waiting = std::move(part.after_ledger_start);
+              part.after_ledger_start.clear();
+              for (kj::Function<void()>& start : waiting) start();
+            }));
+  }
+
+  // The callback for one append of `bytes`: it brings the result back to the loop, which counts
+  // it and answers `reply`.
+  static StreamAppendCallback Track(
+      const std::shared_ptr<ProducerState>& state, uint64_t bytes,
+      kj::Own<kj::PromiseFulfiller<absl::StatusOr<StreamAppendResult>>> reply) {
     Service& service = state->service;
     auto done = kj::newPromiseAndCrossThreadFulfiller<absl::StatusOr<StreamAppendResult>>();
     auto fulfiller = std::make_shared<
         kj::Own<kj::CrossThreadPromiseFulfiller<absl::StatusOr<StreamAppendResult>>>>(
         kj::mv(done.fulfiller));
-    const uint64_t bytes = batch.size();
-    state->topic->partitions[partition]->stream->AppendAsync(
-        batch, [fulfiller](absl::StatusOr<StreamAppendResult> result) {
-          (*fulfiller)->fulfill(std::move(result));
-        });
     service.tasks.add(
-        done.promise.then([&service, state = std::move(state), bytes, reply = kj::mv(reply)](
+        done.promise.then([&service, state, bytes, reply = kj::mv(reply)](
                               absl::StatusOr<StreamAppendResult> result) mutable {
           service.sends.fetch_add(1, std::memory_order_relaxed);
           if (result.ok()) {
@@ -335,6 +374,9 @@ class ProducerImpl final : public rpc::Producer::Server {
           service.SendDone();
           service.gate.Release(bytes);  // may start waiting sends
         }));
+    return [fulfiller](absl::StatusOr<StreamAppendResult> result) {
+      (*fulfiller)->fulfill(std::move(result));
+    };
   }
 
   std::shared_ptr<ProducerState> state_;

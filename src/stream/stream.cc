@@ -170,6 +170,14 @@ class StreamImpl final : public Stream {
         std::move(done));
   }
 
+  bool AppendStartsLedger(std::span<const char> batch) override {
+    absl::StatusOr<internal::BatchHeader> header = internal::DecodeBatchHeader(batch);
+    if (!header.ok() || header->total_bytes() != batch.size()) return false;
+    std::lock_guard lock(mu_);
+    if (!failed_.ok() || closed_) return false;
+    return writer_ == nullptr || NeedsRoll(header->entry_count, batch.size());
+  }
+
   // The append path of both forms: `stamp(ledger, entry)` returns the batch as it will be
   // stored (for the tail cache; null if it cannot), `submit` hands it to the ledger writer.
   template <typename StampFn, typename SubmitFn>

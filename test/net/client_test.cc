@@ -4,15 +4,19 @@
 // `cairnd standalone` as a child process that is killed and restarted mid-stream.
 #include "cairn/net/client.h"
 
+#include <array>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <future>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -450,6 +454,134 @@ TEST_CASE("client: closing a producer wakes a sender waiting for room, whose mes
   CHECK(ok.load() + refused.load() == 10);
   CHECK(ok.load() >= 3);
   CHECK(refused.load() >= 1);
+}
+
+// Holds back Put calls on keys that start with a prefix while closed; the rest go through.
+class GatedMetadata final : public MetadataStore {
+ public:
+  GatedMetadata(std::unique_ptr<MetadataStore> inner, std::string prefix)
+      : inner_(std::move(inner)), prefix_(std::move(prefix)) {}
+  void Close() {
+    std::lock_guard lock(mu_);
+    open_ = false;
+  }
+  void Open() {
+    {
+      std::lock_guard lock(mu_);
+      open_ = true;
+    }
+    changed_.notify_all();
+  }
+  // Whether a Put is held back now.
+  bool holding() {
+    std::lock_guard lock(mu_);
+    return held_ > 0;
+  }
+
+  absl::StatusOr<VersionedValue> Get(std::string_view key) override { return inner_->Get(key); }
+  absl::StatusOr<uint64_t> Put(std::string_view key, std::string_view value,
+                               uint64_t expected_version) override {
+    if (key.substr(0, prefix_.size()) == prefix_) {
+      std::unique_lock lock(mu_);
+      ++held_;
+      changed_.wait(lock, [&] { return open_; });
+      --held_;
+    }
+    return inner_->Put(key, value, expected_version);
+  }
+  absl::Status Delete(std::string_view key, uint64_t expected_version) override {
+    return inner_->Delete(key, expected_version);
+  }
+  absl::StatusOr<std::vector<std::string>> List(std::string_view prefix) override {
+    return inner_->List(prefix);
+  }
+
+ private:
+  std::unique_ptr<MetadataStore> inner_;
+  const std::string prefix_;
+  std::mutex mu_;
+  std::condition_variable changed_;
+  bool open_ = true;
+  int held_ = 0;
+};
+
+TEST_CASE("client: a send that starts a new ledger holds up no other topic's sends",
+          "[net][client][concurrency]") {
+  TempDir dir;
+  GatedMetadata* gate = nullptr;
+  ServedProxy served(dir.path(), {}, [&](std::unique_ptr<MetadataStore> inner) {
+    auto gated = std::make_unique<GatedMetadata>(std::move(inner), "streams/slow");
+    gate = gated.get();
+    return gated;
+  });
+  std::unique_ptr<Client> client = ConnectTo(served.address());
+  TopicConfig small;
+  small.ledger_max_bytes = 64 << 10;
+  REQUIRE(client->CreateTopic("slow", small).ok());
+  REQUIRE(client->CreateTopic("fast", {}).ok());
+  ProducerOptions options;
+  options.linger = std::chrono::microseconds(0);  // one message per batch
+  absl::StatusOr<std::unique_ptr<Producer>> slow = client->CreateProducer("slow", options);
+  REQUIRE(slow.ok());
+  absl::StatusOr<std::unique_ptr<Producer>> fast = client->CreateProducer("fast", options);
+  REQUIRE(fast.ok());
+  // A first message each: their ledgers exist, recorded under streams/<name>.
+  REQUIRE((*slow)->Send(Value("s0")).ok());
+  REQUIRE((*fast)->Send(Value("f0")).ok());
+
+  // The next sends to "slow" fill its ledger; one of them has to record a new ledger, which the
+  // gate holds back.
+  gate->Close();
+  std::mutex mu;
+  std::vector<uint64_t> slow_offsets;
+  std::atomic<int> slow_answered{0};
+  const std::string value(20 << 10, 's');
+  for (int i = 0; i < 6; ++i) {
+    (*slow)->SendAsync(Value(value), [&](absl::StatusOr<MessageId> id) {
+      std::lock_guard lock(mu);
+      if (id.ok()) slow_offsets.push_back(id->offset);
+      slow_answered.fetch_add(1);
+    });
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!gate->holding() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  REQUIRE(gate->holding());
+  // While "slow" waits for its metadata, "fast" goes on. (Were the proxy's loop blocked, these
+  // answers would wait for the gate: the wait is bounded so that the test fails, not hangs.)
+  std::vector<absl::StatusOr<MessageId>> fast_ids;
+  for (int i = 1; i <= 20; ++i) {
+    auto answer = std::make_shared<std::promise<absl::StatusOr<MessageId>>>();
+    std::future<absl::StatusOr<MessageId>> answered = answer->get_future();
+    (*fast)->SendAsync(Value("f" + std::to_string(i)),
+                       [answer](absl::StatusOr<MessageId> id) { answer->set_value(id); });
+    if (answered.wait_for(std::chrono::seconds(10)) != std::future_status::ready) break;
+    fast_ids.push_back(answered.get());
+  }
+  const bool held_throughout = gate->holding();
+  const int slow_answered_while_held = slow_answered.load();
+  gate->Open();
+  REQUIRE(fast_ids.size() == 20);
+  for (size_t i = 0; i < fast_ids.size(); ++i) {
+    REQUIRE(fast_ids[i].ok());
+    CHECK(fast_ids[i]->offset == i + 1);
+  }
+  CHECK(held_throughout);
+  CHECK(slow_answered_while_held < 6);
+  REQUIRE((*slow)->Flush().ok());
+  CHECK(slow_answered.load() == 6);
+  {
+    std::lock_guard lock(mu);
+    // In send order, none lost: offsets 1 to 6 after "s0".
+    CHECK(slow_offsets == std::vector<uint64_t>{1, 2, 3, 4, 5, 6});
+  }
+  REQUIRE((*slow)->Close().ok());
+  REQUIRE((*fast)->Close().ok());
+  absl::StatusOr<net::TopicStats> stats = client->GetTopicStats("slow");
+  REQUIRE(stats.ok());
+  CHECK(stats->partitions.at(0).ledgers >= 2);
+  CHECK(stats->partitions.at(0).end_offset == 7);
 }
 
 // ---- cairnd standalone, killed mid-stream -------------------------------------------------------

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <memory>
 #include <string>
@@ -26,7 +27,11 @@ using net::ProxyServer;
 // A store and metadata store on `dir`, served by a proxy on its own thread and event loop.
 class ServedProxy {
  public:
-  explicit ServedProxy(const std::string& dir, ProxyOptions options = {}) {
+  // `wrap_metadata`, if given, wraps the metadata store the proxy uses (to delay or fail calls).
+  using MetadataWrapper =
+      std::function<std::unique_ptr<MetadataStore>(std::unique_ptr<MetadataStore>)>;
+  explicit ServedProxy(const std::string& dir, ProxyOptions options = {},
+                       MetadataWrapper wrap_metadata = nullptr) {
     StoreOptions store_options;
     store_options.data_dirs = {dir + "/ledgers"};
     REQUIRE((std::filesystem::create_directories(dir + "/ledgers") ||
@@ -40,6 +45,7 @@ class ServedProxy {
         OpenLocalMetadataStore({.dir = dir + "/metadata", .log = NullLog()});
     REQUIRE(metadata.ok());
     metadata_ = *std::move(metadata);
+    if (wrap_metadata) metadata_ = wrap_metadata(std::move(metadata_));
     options.log = NullLog();
     options.tick = std::chrono::milliseconds(50);
     std::promise<std::string> address;

@@ -6,9 +6,12 @@
 #include "cairn/stream.h"
 
 #include <catch2/catch.hpp>
+#include <future>
 #include <map>
 #include <random>
+#include <span>
 #include <thread>
+#include <vector>
 
 #include "cairn/fault_injection.h"
 #include "cairn/metadata.h"
@@ -152,6 +155,52 @@ TEST_CASE("A stream's offsets run on across roll-overs and reopening", "[stream]
   StreamAppendResult at = AppendValues(*stream, next, 3);
   REQUIRE(at.first_offset == next);
   CheckRange(*stream, 0, next + 3);
+}
+
+TEST_CASE("AppendStartsLedger tells which appends start a new ledger", "[stream]") {
+  auto fs = NewMemoryFileSystem();
+  World world(fs.get());
+  StreamOptions options;
+  options.ledger_max_entries = 10;
+  auto stream = Unwrap(world.streams().Create("orders", options));
+  auto wire = [](uint64_t first, int count) {
+    BatchBuilder batch;
+    for (int i = 0; i < count; ++i) {
+      const std::string value = ValueAt(first + i);
+      REQUIRE(batch.Add({.key = std::nullopt, .value = value, .timestamp_us = 0}).ok());
+    }
+    absl::StatusOr<std::span<const char>> finished = batch.Finish(0, 0);
+    REQUIRE(finished.ok());
+    return std::vector<char>(finished->begin(), finished->end());
+  };
+  auto append = [&](const std::vector<char>& bytes) {
+    std::promise<absl::StatusOr<StreamAppendResult>> answer;
+    stream->AppendAsync(bytes, [&](absl::StatusOr<StreamAppendResult> r) { answer.set_value(r); });
+    return Unwrap(answer.get_future().get());
+  };
+  // No ledger yet: the first append creates one.
+  const std::vector<char> four = wire(0, 4);
+  CHECK(stream->AppendStartsLedger(four));
+  const uint64_t ledgers_before = stream->stats().ledgers;
+  CHECK(append(four).first_offset == 0);
+  CHECK(stream->stats().ledgers == ledgers_before + 1);
+  // 4 + 4 fit in a ledger of 10 entries; 8 + 4 do not.
+  const std::vector<char> next = wire(4, 4);
+  CHECK_FALSE(stream->AppendStartsLedger(next));
+  CHECK(append(next).first_offset == 4);
+  CHECK(stream->stats().ledgers == ledgers_before + 1);
+  const std::vector<char> third = wire(8, 4);
+  CHECK(stream->AppendStartsLedger(third));
+  CHECK(append(third).first_offset == 8);
+  CHECK(stream->stats().ledgers == ledgers_before + 2);
+  // Refused at once rather than rolled: not a batch, or more than one.
+  CHECK_FALSE(stream->AppendStartsLedger(std::span<const char>(third).first(10)));
+  std::vector<char> two = third;
+  two.insert(two.end(), third.begin(), third.end());
+  CHECK_FALSE(stream->AppendStartsLedger(two));
+  REQUIRE(stream->Close().ok());
+  CHECK_FALSE(stream->AppendStartsLedger(wire(12, 20)));
+  CheckRange(*Unwrap(world.streams().Open("orders")), 0, 12);
 }
 
 TEST_CASE("A stream recovers after its owner stopped without closing it", "[stream]") {
