@@ -92,7 +92,9 @@ class BatchBuilder {
   // Stamps the batch for `ledger_id`, with its first entry at `base_entry_id` (entry i gets id
   // base_entry_id + i), and returns its bytes. The bytes stay valid and unchanged until the next
   // Add, Finish, Reset, move or destruction. Finish may be called again, e.g. to stamp the same
-  // entries with other ids; the payload is hashed only once.
+  // entries with other ids; the payload is hashed only once. The bytes start 8-byte aligned and
+  // are followed by zero bytes up to the next multiple of 8, so that they can go out without a
+  // copy where whole words are read (Cap'n Proto's external data).
   //  - kInvalidArgument: no entries, or base_entry_id + entry_count() overflows uint64_t (the
   //    last id, UINT64_MAX, is never assigned).
   absl::StatusOr<std::span<const char>> Finish(uint64_t ledger_id, uint64_t base_entry_id);
@@ -109,9 +111,9 @@ class BatchBuilder {
   // Makes room for `bytes` more payload bytes, growing geometrically.
   void Reserve(size_t bytes);
 
-  // The fixed header (written by Finish) followed by payload_bytes_ of payload. Allocated on the
-  // first Add and not zero-filled: every byte below header + payload_bytes_ is written before it
-  // is read.
+  // The fixed header (written by Finish) followed by payload_bytes_ of payload, in a capacity of
+  // whole words. Allocated on the first Add and not zero-filled: every byte below header +
+  // payload_bytes_ is written before it is read, and Finish zeroes the rest of the last word.
   std::unique_ptr<char[]> buffer_;
   size_t capacity_ = 0;
   size_t payload_bytes_ = 0;

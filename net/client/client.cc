@@ -685,7 +685,8 @@ class ProducerCore final : public SessionUser {
     // The batch goes out from its own buffer, not copied into the message: the buffer stays
     // until the batch is answered, and the answer comes only once the proxy read every byte, so
     // after the message's last write (a lost connection's unwritten messages are dropped, and
-    // the batch stays in flight to go again).
+    // the batch stays in flight to go again). Cap'n Proto reads external data in whole words:
+    // BatchBuilder::Finish pads the batch with zeros to the next word, inside its buffer.
     capnp::Orphanage orphanage = capnp::Orphanage::getForMessageContaining(
         static_cast<rpc::Producer::SendParams::Builder>(request));
     request.adoptBatch(orphanage.referenceExternalData(capnp::Data::Reader(

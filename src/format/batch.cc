@@ -379,11 +379,13 @@ BatchBuilder& BatchBuilder::operator=(BatchBuilder&& other) noexcept {
 size_t BatchBuilder::size_bytes() const { return kBatchHeaderSize + payload_bytes_; }
 
 void BatchBuilder::Reserve(size_t bytes) {
-  const size_t needed = kBatchHeaderSize + payload_bytes_ + bytes;
+  // Whole words: Finish pads the batch with zeros to the next multiple of 8.
+  const size_t needed = (kBatchHeaderSize + payload_bytes_ + bytes + 7) & ~size_t{7};
   if (needed <= capacity_) return;
   // Callers checked that the batch stays within kMaxBatchBytes, so doubling is capped there.
   constexpr size_t kMinCapacity = 256;
-  const size_t capacity = std::max({needed, std::min(2 * capacity_, kMaxBatchBytes), kMinCapacity});
+  const size_t capacity =
+      std::max({needed, std::min(2 * capacity_, kMaxBatchBytes) & ~size_t{7}, kMinCapacity});
   auto grown = std::make_unique_for_overwrite<char[]>(capacity);
   if (payload_bytes_ > 0) {
     std::memcpy(grown.get() + kBatchHeaderSize, buffer_.get() + kBatchHeaderSize, payload_bytes_);
@@ -507,7 +509,9 @@ absl::StatusOr<std::span<const char>> BatchBuilder::Finish(uint64_t ledger_id,
   internal::EncodeFixed64(
       header + internal::kBatchChecksumOffset,
       internal::ComputeBatchChecksum({header, kBatchHeaderSize}, payload_hash_));
-  return std::span<const char>(header, size_bytes());
+  const size_t size = size_bytes();
+  std::memset(header + size, 0, ((size + 7) & ~size_t{7}) - size);
+  return std::span<const char>(header, size);
 }
 
 void BatchBuilder::Reset() {

@@ -15,6 +15,7 @@
 #include <limits>
 #include <optional>
 #include <random>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -883,6 +884,30 @@ TEST_CASE("StampBatch moves a batch to another ledger and position", "[format][s
           absl::StatusCode::kDataLoss);
     CHECK(batch == before);
   }
+}
+
+TEST_CASE("Finish's bytes are word-aligned and padded with zeros to a whole word",
+          "[format][batch]") {
+  BatchBuilder batch;
+  // First fill the buffer with non-zero bytes, then reuse it for batches of every remainder.
+  REQUIRE(batch.Add({.key = std::nullopt, .value = std::string(3000, '\xff'), .timestamp_us = 1})
+              .ok());
+  REQUIRE(batch.Finish(1, 0).ok());
+  std::set<size_t> remainders;
+  for (size_t n = 0; n < 64; ++n) {
+    batch.Reset();
+    REQUIRE(batch.Add({.key = std::nullopt, .value = std::string(n, 'v'), .timestamp_us = 1})
+                .ok());
+    absl::StatusOr<std::span<const char>> bytes = batch.Finish(1, 0);
+    REQUIRE(bytes.ok());
+    INFO("value of " << n << " bytes, batch of " << bytes->size());
+    CHECK(reinterpret_cast<uintptr_t>(bytes->data()) % 8 == 0);
+    remainders.insert(bytes->size() % 8);
+    // Within the builder's buffer, whose capacity is whole words.
+    for (size_t i = bytes->size(); i % 8 != 0; ++i) CHECK(bytes->data()[i] == 0);
+    CHECK(BatchView::Parse(*bytes).ok());
+  }
+  CHECK(remainders.size() == 8);
 }
 
 TEST_CASE("the payload hash is XXH3-64 at every length, whatever instructions compute it",
