@@ -304,20 +304,21 @@ class ProducerImpl final : public rpc::Producer::Server {
   // append that starts a new ledger would block the loop on the disk and the metadata store (a
   // roll-over takes milliseconds, and every topic's sends would wait), so it goes to a pool
   // thread, and the partition's later sends wait for it.
+  // `copy`, if given, holds `batch` already.
   static void Start(std::shared_ptr<ProducerState> state, uint32_t partition,
                     std::span<const char> batch,
-                    kj::Own<kj::PromiseFulfiller<absl::StatusOr<StreamAppendResult>>> reply) {
+                    kj::Own<kj::PromiseFulfiller<absl::StatusOr<StreamAppendResult>>> reply,
+                    std::shared_ptr<std::vector<char>> copy = nullptr) {
     Service& service = state->service;
     internal::Partition& part = *state->topic->partitions[partition];
     const bool starts_ledger = part.starting_ledger || part.stream->AppendStartsLedger(batch);
-    std::shared_ptr<std::vector<char>> copy;
     if (starts_ledger) {
       // The call's parameters may go before the append is made.
-      copy = std::make_shared<std::vector<char>>(batch.begin(), batch.end());
+      if (copy == nullptr) copy = std::make_shared<std::vector<char>>(batch.begin(), batch.end());
       if (part.starting_ledger) {
         part.after_ledger_start.push_back(
             [state, partition, copy, reply = kj::mv(reply)]() mutable {
-              Start(std::move(state), partition, *copy, kj::mv(reply));
+              Start(std::move(state), partition, *copy, kj::mv(reply), copy);
             });
         return;
       }

@@ -97,13 +97,18 @@ class World {
   std::unique_ptr<Streams> streams_;
 };
 
-StreamAppendResult AppendValues(Stream& stream, uint64_t first_offset, int count,
-                                int64_t timestamp_us = 0) {
-  BatchBuilder batch;
+// Adds the values of offsets [first_offset, first_offset + count) to `batch`.
+void AddValues(BatchBuilder& batch, uint64_t first_offset, int count, int64_t timestamp_us = 0) {
   for (int i = 0; i < count; ++i) {
     const std::string value = ValueAt(first_offset + i);
     REQUIRE(batch.Add({.key = std::nullopt, .value = value, .timestamp_us = timestamp_us}).ok());
   }
+}
+
+StreamAppendResult AppendValues(Stream& stream, uint64_t first_offset, int count,
+                                int64_t timestamp_us = 0) {
+  BatchBuilder batch;
+  AddValues(batch, first_offset, count, timestamp_us);
   return Unwrap(stream.Append(batch));
 }
 
@@ -165,10 +170,7 @@ TEST_CASE("AppendStartsLedger tells which appends start a new ledger", "[stream]
   auto stream = Unwrap(world.streams().Create("orders", options));
   auto wire = [](uint64_t first, int count) {
     BatchBuilder batch;
-    for (int i = 0; i < count; ++i) {
-      const std::string value = ValueAt(first + i);
-      REQUIRE(batch.Add({.key = std::nullopt, .value = value, .timestamp_us = 0}).ok());
-    }
+    AddValues(batch, first, count);
     absl::StatusOr<std::span<const char>> finished = batch.Finish(0, 0);
     REQUIRE(finished.ok());
     return std::vector<char>(finished->begin(), finished->end());
