@@ -106,6 +106,12 @@ absl::StatusOr<uint64_t> ChunkReader::Read(uint64_t start, std::span<char> out,
       }
       if (it == chunks_.end()) CAIRN_RETURN_IF_ERROR(Issue(index, stable_end));
     }
+    // A sequential reader's next bytes go in flight before this pass waits, so the device
+    // always has the read-ahead window to work on, not only while the caller checks the range.
+    if (sequential && last == (end - 1) / kChunkBytes) {
+      CAIRN_RETURN_IF_ERROR(ReadAhead(last + 1, std::min(end + kReadAheadBytes, stable_end),
+                                      stable_end));
+    }
     CAIRN_RETURN_IF_ERROR(queue_->Submit());
     CAIRN_RETURN_IF_ERROR(WaitFor(first, last));
     for (uint64_t index = first; index <= last; ++index) {
@@ -121,20 +127,16 @@ absl::StatusOr<uint64_t> ChunkReader::Read(uint64_t start, std::span<char> out,
     }
   }
   next_sequential_ = end;
-  if (sequential) {
-    // Read ahead of a sequential reader, within what is stable now.
-    const uint64_t last_needed = (end - 1) / kChunkBytes;
-    const uint64_t ahead_end = std::min(end + kReadAheadBytes, stable_end);
-    bool issued = false;
-    for (uint64_t index = last_needed + 1; index * kChunkBytes < ahead_end; ++index) {
-      if (chunks_.size() >= kMaxChunks) break;
-      if (chunks_.contains(index)) continue;
-      CAIRN_RETURN_IF_ERROR(Issue(index, stable_end));
-      issued = true;
-    }
-    if (issued) CAIRN_RETURN_IF_ERROR(queue_->Submit());
-  }
   return copied;
+}
+
+absl::Status ChunkReader::ReadAhead(uint64_t first, uint64_t ahead_end, uint64_t stable_end) {
+  for (uint64_t index = first; index * kChunkBytes < ahead_end; ++index) {
+    if (chunks_.size() >= kMaxChunks) break;
+    if (chunks_.contains(index)) continue;
+    CAIRN_RETURN_IF_ERROR(Issue(index, stable_end));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace cairn::internal

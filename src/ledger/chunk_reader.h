@@ -57,6 +57,9 @@ class ChunkReader {
   // Reaps completions; waits until none of chunks [first, last] is in flight.
   absl::Status WaitFor(uint64_t first, uint64_t last);
   absl::Status WaitAll();
+  // Starts reading the chunks from `first` on that hold bytes below `ahead_end` and are not held
+  // yet, while fewer than kMaxChunks are held. The caller submits.
+  absl::Status ReadAhead(uint64_t first, uint64_t ahead_end, uint64_t stable_end);
   // Drops chunks below `index` that are not in flight.
   void DropBelow(uint64_t index);
 
