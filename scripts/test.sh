@@ -6,7 +6,9 @@
 #                                crash states, >= 200 SIGKILL cycles; a few minutes)
 #   scripts/test.sh --sanitize   AddressSanitizer + UndefinedBehaviorSanitizer build in
 #                                build-asan/, every test but the install tests
-#   scripts/test.sh --tsan       ThreadSanitizer build in build-tsan/, the concurrency tests
+#   scripts/test.sh --tsan       ThreadSanitizer build in build-tsan/, every test but the install
+#                                tests, linked against a Cap'n Proto built with ThreadSanitizer
+#                                (scripts/capnp_tsan.sh, into build-tsan/deps/)
 #   scripts/test.sh --long       as the first, with the long reliability run (1 to 1.5 hours)
 #
 # Extra arguments after -- go to ctest (e.g. -- -R fault); the reliability suite then does not run.
@@ -20,7 +22,7 @@ while [ $# -gt 0 ]; do
     --sanitize) mode=asan ;;
     --tsan) mode=tsan ;;
     --long) reliability+=(--long) ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --) shift; ctest_args=("$@"); reliability=(); break ;;
     *) echo "test.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
@@ -42,14 +44,18 @@ case "$mode" in
     ctest_args=(-LE install "${ctest_args[@]}") ;;
   tsan)
     build="$root/build-tsan"
+    capnp="$build/deps/capnproto-tsan"
+    "$root/scripts/capnp_tsan.sh" "$capnp"
     cmake -S "$root" -B "$build" "${common[@]}" -DCMAKE_BUILD_TYPE=Debug \
-      -DCAIRN_SANITIZE=thread -DCAIRN_BUILD_BENCH=OFF -DCAIRN_BUILD_NET=OFF
-    ctest_args=(-L concurrency "${ctest_args[@]}") ;;
+      -DCAIRN_SANITIZE=thread -DCAIRN_BUILD_BENCH=OFF -DCAIRN_BUILD_NET=ON \
+      -DCMAKE_PREFIX_PATH="$capnp" -DCapnProto_DIR="$capnp/lib/cmake/CapnProto"
+    ctest_args=(-LE install "${ctest_args[@]}") ;;
 esac
 
 cmake --build "$build" -j "$jobs"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-suppressions=$root/test/tsan_suppressions.txt}
 ctest --test-dir "$build" --output-on-failure --no-tests=error -j "$jobs" "${ctest_args[@]}"
 if [ "$mode" = release ] && [ ${#reliability[@]} -gt 0 ]; then
   "$root/${reliability[0]}" "${reliability[@]:1}" "$build"
