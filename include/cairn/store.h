@@ -158,6 +158,10 @@ struct StoreStats {
   // written in a round, or one of the journal per round; none under kAsync. Syncs at segment
   // rolls, seals, creates, checkpoints and Close are not counted.
   uint64_t append_syncs = 0;
+  // Rounds run on the thread of a blocking Append instead of the store's I/O thread: a blocking
+  // appender that finds nothing else queued or being written, after a round that held a single
+  // append, runs its own round, and pays no hand-off to that thread and back.
+  uint64_t appender_rounds = 0;
 };
 
 // The ledgers' interface, as streams use it: a local Store implements it, and so will a client

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
-#include <future>
+#include <atomic>
+#include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -14,26 +16,6 @@
 #include "src/util/status_macros.h"
 
 namespace cairn {
-
-namespace {
-
-// Runs an asynchronous append and waits for its callback.
-absl::StatusOr<AppendResult> Wait(const std::function<void(AppendCallback)>& append) {
-  std::promise<absl::StatusOr<AppendResult>> promise;
-  std::future<absl::StatusOr<AppendResult>> future = promise.get_future();
-  append([&promise](absl::StatusOr<AppendResult> result) { promise.set_value(std::move(result)); });
-  return future.get();
-}
-
-}  // namespace
-
-absl::StatusOr<AppendResult> LedgerWriter::Append(BatchBuilder& batch) {
-  return Wait([&](AppendCallback done) { AppendAsync(batch, std::move(done)); });
-}
-
-absl::StatusOr<AppendResult> LedgerWriter::Append(std::span<const char> batch) {
-  return Wait([&](AppendCallback done) { AppendAsync(batch, std::move(done)); });
-}
 
 absl::StatusOr<ReadResult> ReadResult::FromBatches(uint64_t ledger_id, std::vector<char> bytes) {
   if (bytes.empty()) return absl::InvalidArgumentError("no batches");
@@ -72,6 +54,9 @@ class WriterImpl final : public LedgerWriter {
  public:
   WriterImpl(StoreImpl* store, std::shared_ptr<Ledger> ledger)
       : store_(store), ledger_(std::move(ledger)) {}
+
+  // Marks the appends made until it is cleared as made by a blocking Append.
+  void set_blocking(bool blocking) { blocking_ = blocking; }
 
   ~WriterImpl() override {
     Flush().IgnoreError();  // Errors were reported to each append's callback.
@@ -191,6 +176,7 @@ class WriterImpl final : public LedgerWriter {
       std::lock_guard lock(mu_);
       ++pending_;
     }
+    append.blocking = blocking_;
     store_->Enqueue(std::move(append));
   }
 
@@ -200,7 +186,49 @@ class WriterImpl final : public LedgerWriter {
   std::condition_variable idle_;
   uint64_t pending_ = 0;
   absl::Status first_error_;
+  bool blocking_ = false;  // Within a blocking Append (a writer is used by one thread at a time).
 };
+
+}  // namespace internal
+
+namespace {
+
+// Runs an asynchronous append and waits for its callback. Appends to the store's own ledgers are
+// marked blocking, so that the store may run a lone appender's round on its thread.
+absl::StatusOr<AppendResult> Wait(LedgerWriter& writer,
+                                  const std::function<void(AppendCallback)>& append) {
+  // The callback often runs on the store's worker, which wakes every appender of a round one
+  // after another: an atomic's wait/notify (a futex) costs it about a third of what a promise's
+  // lock and condition variable did. The answer is shared: the callback still notifies after the
+  // waiter may have seen `ready` and returned.
+  struct Answer {
+    std::optional<absl::StatusOr<AppendResult>> result;
+    std::atomic<bool> ready{false};
+  };
+  auto answer = std::make_shared<Answer>();
+  auto* impl = dynamic_cast<internal::WriterImpl*>(&writer);
+  if (impl != nullptr) impl->set_blocking(true);
+  append([answer](absl::StatusOr<AppendResult> result) {
+    answer->result.emplace(std::move(result));
+    answer->ready.store(true, std::memory_order_release);
+    answer->ready.notify_one();
+  });
+  if (impl != nullptr) impl->set_blocking(false);
+  answer->ready.wait(false, std::memory_order_acquire);
+  return std::move(*answer->result);
+}
+
+}  // namespace
+
+absl::StatusOr<AppendResult> LedgerWriter::Append(BatchBuilder& batch) {
+  return Wait(*this, [&](AppendCallback done) { AppendAsync(batch, std::move(done)); });
+}
+
+absl::StatusOr<AppendResult> LedgerWriter::Append(std::span<const char> batch) {
+  return Wait(*this, [&](AppendCallback done) { AppendAsync(batch, std::move(done)); });
+}
+
+namespace internal {
 
 namespace {
 

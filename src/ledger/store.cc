@@ -803,6 +803,7 @@ StoreStats StoreImpl::stats() const {
       .bytes_acknowledged = bytes_acknowledged_.load(std::memory_order_relaxed),
       .group_commits = group_commits_.load(std::memory_order_relaxed),
       .append_syncs = append_syncs_.load(std::memory_order_relaxed),
+      .appender_rounds = appender_rounds_.load(std::memory_order_relaxed),
   };
 }
 
@@ -984,15 +985,53 @@ void StoreImpl::Enqueue(PendingAppend append) {
     return in_flight_bytes_ == 0 || in_flight_bytes_ + bytes <= options_.max_in_flight_bytes;
   });
   in_flight_bytes_ += bytes;
+  // A blocking appender alone runs its own round (see the declaration). Where appends come
+  // together, rounds hold several and the worker gathers them, so group commit is unchanged; a
+  // group-commit delay asks for gathering, so it always goes to the worker.
+  const bool lead = append.blocking && !round_running_ && queue_.empty() &&
+                    last_round_appends_ == 1 && options_.group_commit_max_delay_us == 0;
   queue_.push_back(std::move(append));
+  if (!lead) {
+    lock.unlock();
+    work_.notify_one();
+    return;
+  }
+  round_running_ = true;
+  std::vector<PendingAppend> group;
+  const uint64_t taken = TakeGroup(group);
   lock.unlock();
-  work_.notify_one();
+  appender_rounds_.fetch_add(1, std::memory_order_relaxed);
+  ProcessGroup(group);
+  lock.lock();
+  EndRound(taken, group.size());
+  const bool more = !queue_.empty() || stopping_;
+  lock.unlock();
+  if (more) work_.notify_one();
+}
+
+uint64_t StoreImpl::TakeGroup(std::vector<PendingAppend>& group) {
+  uint64_t bytes = 0;
+  while (!queue_.empty() && (group.empty() || bytes + queue_.front().bytes.size() <=
+                                                  options_.group_commit_max_bytes)) {
+    bytes += queue_.front().bytes.size();
+    group.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  return bytes;
+}
+
+void StoreImpl::EndRound(uint64_t bytes, size_t appends) {
+  round_running_ = false;
+  last_round_appends_ = appends;
+  in_flight_bytes_ -= bytes;
+  space_.notify_all();
 }
 
 void StoreImpl::WorkerLoop() {
   std::unique_lock lock(mu_);
   for (;;) {
-    work_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    // A round run by an appender ends before the worker starts one or stops.
+    work_.wait(lock, [&] { return !round_running_ && (stopping_ || !queue_.empty()); });
     if (queue_.empty()) break;  // Stopping, and everything is done.
     if (options_.group_commit_max_delay_us > 0 && !stopping_) {
       // Give more appenders a chance to join this group.
@@ -1004,19 +1043,13 @@ void StoreImpl::WorkerLoop() {
       work_.wait_for(lock, std::chrono::microseconds(options_.group_commit_max_delay_us),
                      [&] { return stopping_ || queued() >= options_.group_commit_max_bytes; });
     }
+    round_running_ = true;
     std::vector<PendingAppend> group;
-    uint64_t bytes = 0;
-    while (!queue_.empty() && (group.empty() || bytes + queue_.front().bytes.size() <=
-                                                    options_.group_commit_max_bytes)) {
-      bytes += queue_.front().bytes.size();
-      group.push_back(std::move(queue_.front()));
-      queue_.pop_front();
-    }
+    const uint64_t bytes = TakeGroup(group);
     lock.unlock();
     ProcessGroup(group);
     lock.lock();
-    in_flight_bytes_ -= bytes;
-    space_.notify_all();
+    EndRound(bytes, group.size());
   }
 }
 

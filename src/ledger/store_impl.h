@@ -181,6 +181,9 @@ struct PendingAppend {
   uint64_t epoch = 0;
   absl::Status error;  // Set: fail it, in order, without writing.
   AppendCallback done;
+  // Made by a blocking LedgerWriter::Append, whose thread waits for it anyway: it may run its
+  // own round (see StoreImpl::Enqueue).
+  bool blocking = false;
 };
 
 // Sealed segments' indexes, loaded on demand, least recently used evicted first.
@@ -226,7 +229,10 @@ class StoreImpl final : public Store {
   StoreStats stats() const override;
 
   // --- For writers and readers ---
-  // Queues an append (waiting while too many bytes are in flight).
+  // Queues an append (waiting while too many bytes are in flight). A blocking append may run its
+  // round on the calling thread instead, when nothing else is queued or being written and the
+  // last round held a single append: one appender alone then pays no hand-off to the worker and
+  // back (two thread wake-ups per append), as a raw write+fdatasync loop pays none.
   void Enqueue(PendingAppend append);
   // Seals `ledger` at its last-add-confirmed entry. The caller has no appends in flight.
   absl::StatusOr<uint64_t> SealLedger(const std::shared_ptr<Ledger>& ledger);
@@ -265,6 +271,11 @@ class StoreImpl final : public Store {
 
   // The worker.
   void WorkerLoop();
+  // Takes the next group off the queue (mu_ held, the caller has set round_running_); returns
+  // its bytes.
+  uint64_t TakeGroup(std::vector<PendingAppend>& group);
+  // Ends a round that ran `bytes` of appends of a group of `appends` (mu_ held).
+  void EndRound(uint64_t bytes, size_t appends);
   void ProcessGroup(std::vector<PendingAppend>& group);
   // Finishes the open segment (index written) and starts a new one at `base_entry_id`.
   absl::Status RollSegment(Ledger& ledger, uint64_t base_entry_id);
@@ -298,6 +309,10 @@ class StoreImpl final : public Store {
   std::optional<uint64_t> persisted_highest_id_;
   std::deque<PendingAppend> queue_;
   uint64_t in_flight_bytes_ = 0;
+  // A round (ProcessGroup) is running, on the worker or on a blocking appender's thread: rounds
+  // never overlap, and the state below marked "owned by the round" is used by one at a time.
+  bool round_running_ = false;
+  size_t last_round_appends_ = 0;
   bool stopping_ = false;
   bool closed_ = false;
   // Set when OpenStore() succeeded. A store whose opening failed is released by Close() without
@@ -306,7 +321,7 @@ class StoreImpl final : public Store {
   bool opened_ = false;
   absl::Status fail_stop_;  // Not OK once read-only.
 
-  // The journal. Owned by the worker thread once it runs.
+  // The journal. Owned by the round once the store is open.
   bool journaled() const { return !options_.journal_dir.empty(); }
   // True when every round syncs the segments it wrote (sync mode, no journal); otherwise
   // segments are synced at rolls, checkpoints, Seal() and Close().
@@ -322,18 +337,19 @@ class StoreImpl final : public Store {
   uint64_t journal_position_ = 0;
   std::map<uint64_t, std::shared_ptr<Ledger>> dirty_;  // Written since the last checkpoint.
 
-  // Owned by the worker thread.
+  // Owned by the round (the worker thread or a blocking appender's, one at a time).
   std::unique_ptr<IoQueue> worker_queue_;
   uint64_t io_round_ = 0;  // Numbers the worker's rounds of requests (see ProcessGroup).
   BufferPool buffers_{uint64_t{64} << 20};
   std::vector<char> journal_buffer_;
   std::thread worker_;
 
-  // StoreStats, counted by the worker thread (relaxed: they order nothing).
+  // StoreStats, counted by the rounds (relaxed: they order nothing).
   std::atomic<uint64_t> appends_acknowledged_{0};
   std::atomic<uint64_t> bytes_acknowledged_{0};
   std::atomic<uint64_t> group_commits_{0};
   std::atomic<uint64_t> append_syncs_{0};
+  std::atomic<uint64_t> appender_rounds_{0};
 };
 
 }  // namespace cairn::internal

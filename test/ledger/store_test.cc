@@ -1016,6 +1016,154 @@ TEST_CASE("ledger store: writers of different ledgers append from several thread
   }
 }
 
+TEST_CASE("ledger store: a lone blocking appender runs its own rounds", "[ledger]") {
+  MemoryStore m;
+  StoreOptions options = m.Options();
+  options.durability = Durability::kSync;
+  auto store = m.Open(options);
+  const uint64_t id = Unwrap(store->CreateLedger());
+  auto writer = Writer(*store, id);
+  std::vector<Entry> entries;
+  BatchBuilder batch;
+  constexpr int kAppends = 50;
+  for (int i = 0; i < kAppends; ++i) {
+    entries.push_back(TestEntry(entries.size()));
+    AddEntry(batch, entries.back());
+    const AppendResult r = Unwrap(writer->Append(batch));
+    CHECK(r.first_entry_id == entries.size() - 1);
+    batch.Reset();
+  }
+  const StoreStats stats = store->stats();
+  CHECK(stats.group_commits == kAppends);
+  // The first round goes to the I/O thread (no round before it held a single append), and so
+  // does the next one whenever this thread, woken by the I/O thread's callback, appends again
+  // before that round has ended (rare: a few instructions). Once a round runs here, every later
+  // one does.
+  CHECK(stats.appender_rounds >= kAppends / 2);
+  CHECK(stats.appender_rounds <= kAppends - 1);
+  CheckLedger(*Reader(*store, id), entries);
+
+  SECTION("asynchronous appends still go to the I/O thread") {
+    entries.push_back(TestEntry(entries.size()));
+    AddEntry(batch, entries.back());
+    REQUIRE(AppendAndWait(*writer, batch).ok());
+    CHECK(store->stats().appender_rounds == stats.appender_rounds);
+    CheckLedger(*Reader(*store, id), entries);
+  }
+  SECTION("not with a group-commit delay, which asks for gathering") {
+    REQUIRE(store->Close().ok());
+    writer.reset();
+    store.reset();
+    options.group_commit_max_delay_us = 50;
+    store = m.Open(options);
+    writer = Writer(*store, id);
+    for (int i = 0; i < 5; ++i) {
+      entries.push_back(TestEntry(entries.size()));
+      AddEntry(batch, entries.back());
+      REQUIRE(writer->Append(batch).ok());
+      batch.Reset();
+    }
+    CHECK(store->stats().appender_rounds == 0);
+    CheckLedger(*Reader(*store, id), entries);
+  }
+}
+
+TEST_CASE("ledger store: rounds on appender threads, on the I/O thread and Close never overlap",
+          "[ledger][concurrency]") {
+  MemoryStore m;
+  StoreOptions options = m.Options();
+  options.durability = Durability::kSync;
+  options.segment_bytes = 64 * 1024;  // Rolls happen in both kinds of round.
+  auto store = m.Open(options);
+  const uint64_t lone = Unwrap(store->CreateLedger());
+  const uint64_t bursty = Unwrap(store->CreateLedger());
+  auto lone_writer = Writer(*store, lone);
+  auto bursty_writer = Writer(*store, bursty);
+  std::vector<Entry> lone_entries, bursty_entries;
+  std::atomic<int> lone_done{0};
+  int lone_failures = 0, bursty_failures = 0;
+  // One thread appends alone with the blocking call, so most of its rounds are its own; another
+  // sends bursts of asynchronous appends now and then, which go to the I/O thread and overlap
+  // in time with the first thread's rounds.
+  std::thread lone_thread([&] {
+    BatchBuilder batch;
+    for (int i = 0; i < 400; ++i) {
+      const uint64_t first = lone_entries.size();
+      for (int e = 0; e <= i % 3; ++e) {
+        lone_entries.push_back(TestEntry(lone_entries.size(), 200));
+        if (!TryAddEntry(batch, lone_entries.back()).ok()) ++lone_failures;
+      }
+      absl::StatusOr<AppendResult> r = lone_writer->Append(batch);
+      if (!r.ok() || r->first_entry_id != first) ++lone_failures;
+      batch.Reset();
+      lone_done.store(i + 1);
+    }
+  });
+  std::thread bursty_thread([&] {
+    BatchBuilder batch;
+    std::atomic<int> answered{0}, failed{0};
+    int sent = 0;
+    for (int burst = 0; burst < 20; ++burst) {
+      while (lone_done.load() < burst * 20) std::this_thread::yield();
+      for (int k = 0; k < 10; ++k) {
+        bursty_entries.push_back(TestEntry(bursty_entries.size(), 200));
+        if (!TryAddEntry(batch, bursty_entries.back()).ok()) ++bursty_failures;
+        const uint64_t expected = bursty_entries.size() - 1;
+        bursty_writer->AppendAsync(batch, [&, expected](absl::StatusOr<AppendResult> r) {
+          if (!r.ok() || r->first_entry_id != expected) failed.fetch_add(1);
+          answered.fetch_add(1);
+        });
+        ++sent;
+        batch.Reset();
+      }
+    }
+    if (!bursty_writer->Flush().ok()) ++bursty_failures;
+    if (answered.load() != sent) ++bursty_failures;
+    bursty_failures += failed.load();
+  });
+  lone_thread.join();
+  bursty_thread.join();
+  CHECK(lone_failures == 0);
+  CHECK(bursty_failures == 0);
+  const StoreStats stats = store->stats();
+  CHECK(stats.appender_rounds > 0);
+  CHECK(stats.appender_rounds < stats.group_commits);
+  CheckLedger(*Reader(*store, lone), lone_entries);
+  CheckLedger(*Reader(*store, bursty), bursty_entries);
+
+  // Close while the lone appender keeps appending: each append is either acknowledged and kept,
+  // or refused because the store is closed; none is cut short.
+  std::atomic<bool> refused{false};
+  int wrong = 0;
+  std::thread closing_race([&] {
+    BatchBuilder batch;
+    while (true) {
+      Entry entry = TestEntry(lone_entries.size(), 200);
+      if (!TryAddEntry(batch, entry).ok()) ++wrong;
+      absl::StatusOr<AppendResult> r = lone_writer->Append(batch);
+      batch.Reset();
+      if (!r.ok()) {
+        if (r.status().code() != absl::StatusCode::kFailedPrecondition) ++wrong;
+        refused.store(true);
+        return;
+      }
+      if (r->first_entry_id != lone_entries.size()) ++wrong;
+      lone_entries.push_back(std::move(entry));
+    }
+  });
+  std::this_thread::sleep_for(20ms);
+  REQUIRE(store->Close().ok());
+  closing_race.join();
+  CHECK(refused.load());
+  CHECK(wrong == 0);
+  lone_writer.reset();
+  bursty_writer.reset();
+  store.reset();
+  store = m.Open(options);
+  CheckLedger(*Reader(*store, lone), lone_entries);
+  CheckLedger(*Reader(*store, bursty), bursty_entries);
+}
+
 TEST_CASE("ledger store: wire batches are verified and restamped", "[ledger]") {
   MemoryStore m;
   auto store = m.Open();
