@@ -2,9 +2,9 @@
 #include "src/ledger/ledger_io.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
-#include <atomic>
 #include <memory>
 #include <optional>
 

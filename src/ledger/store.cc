@@ -996,20 +996,16 @@ void StoreImpl::Enqueue(PendingAppend append) {
     work_.notify_one();
     return;
   }
-  round_running_ = true;
-  std::vector<PendingAppend> group;
-  const uint64_t taken = TakeGroup(group);
-  lock.unlock();
   appender_rounds_.fetch_add(1, std::memory_order_relaxed);
-  ProcessGroup(group);
-  lock.lock();
-  EndRound(taken, group.size());
+  RunRound(lock);
   const bool more = !queue_.empty() || stopping_;
   lock.unlock();
   if (more) work_.notify_one();
 }
 
-uint64_t StoreImpl::TakeGroup(std::vector<PendingAppend>& group) {
+void StoreImpl::RunRound(std::unique_lock<std::mutex>& lock) {
+  round_running_ = true;
+  std::vector<PendingAppend> group;
   uint64_t bytes = 0;
   while (!queue_.empty() && (group.empty() || bytes + queue_.front().bytes.size() <=
                                                   options_.group_commit_max_bytes)) {
@@ -1017,12 +1013,11 @@ uint64_t StoreImpl::TakeGroup(std::vector<PendingAppend>& group) {
     group.push_back(std::move(queue_.front()));
     queue_.pop_front();
   }
-  return bytes;
-}
-
-void StoreImpl::EndRound(uint64_t bytes, size_t appends) {
+  lock.unlock();
+  ProcessGroup(group);
+  lock.lock();
   round_running_ = false;
-  last_round_appends_ = appends;
+  last_round_appends_ = group.size();
   in_flight_bytes_ -= bytes;
   space_.notify_all();
 }
@@ -1043,13 +1038,7 @@ void StoreImpl::WorkerLoop() {
       work_.wait_for(lock, std::chrono::microseconds(options_.group_commit_max_delay_us),
                      [&] { return stopping_ || queued() >= options_.group_commit_max_bytes; });
     }
-    round_running_ = true;
-    std::vector<PendingAppend> group;
-    const uint64_t bytes = TakeGroup(group);
-    lock.unlock();
-    ProcessGroup(group);
-    lock.lock();
-    EndRound(bytes, group.size());
+    RunRound(lock);
   }
 }
 

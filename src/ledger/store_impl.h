@@ -271,11 +271,9 @@ class StoreImpl final : public Store {
 
   // The worker.
   void WorkerLoop();
-  // Takes the next group off the queue (mu_ held, the caller has set round_running_); returns
-  // its bytes.
-  uint64_t TakeGroup(std::vector<PendingAppend>& group);
-  // Ends a round that ran `bytes` of appends of a group of `appends` (mu_ held).
-  void EndRound(uint64_t bytes, size_t appends);
+  // Takes the next group off the queue and runs it (ProcessGroup) with mu_ released; `lock`
+  // holds mu_ on entry and on return, and no round is running on entry.
+  void RunRound(std::unique_lock<std::mutex>& lock);
   void ProcessGroup(std::vector<PendingAppend>& group);
   // Finishes the open segment (index written) and starts a new one at `base_entry_id`.
   absl::Status RollSegment(Ledger& ledger, uint64_t base_entry_id);
