@@ -542,7 +542,7 @@ TEST_CASE("Unkeyed entries are kept or dropped by option", "[compaction]") {
   }
 }
 
-TEST_CASE("A full key map moves the horizon less; the next pass continues", "[compaction]") {
+TEST_CASE("A full key map moves the horizon less, the next pass continues", "[compaction]") {
   Fixture f;
   std::vector<Entry> log;
   std::mt19937_64 rng(7);
@@ -597,7 +597,7 @@ TEST_CASE("The compacted part stays readable when retention trimmed the stream",
   CheckView(*compactor, model, log);
 }
 
-TEST_CASE("A reader keeps reading across a swap; the old part goes when it moves on",
+TEST_CASE("A reader keeps reading across a swap, the old part goes when it moves on",
           "[compaction]") {
   Fixture f;
   std::vector<Entry> log;
@@ -653,7 +653,7 @@ TEST_CASE("Compacted readers wait at the tail", "[compaction][concurrency]") {
   REQUIRE(read.entries()[0].offset == 1);
 }
 
-TEST_CASE("Background passes run by dirty ratio without blocking appends; progress is reported",
+TEST_CASE("Background passes run by dirty ratio without blocking appends, progress is reported",
           "[compaction][concurrency]") {
   Fixture f;
   std::vector<Entry> log;

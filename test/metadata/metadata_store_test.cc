@@ -580,7 +580,7 @@ TEST_CASE("metadata: a full disk fails the write and nothing else", "[metadata]"
   CHECK(Unwrap(store->List("")) == std::vector<std::string>{"other", "small"});
 }
 
-TEST_CASE("metadata: a failed sync stops writes; reads go on", "[metadata]") {
+TEST_CASE("metadata: a failed sync stops writes, reads go on", "[metadata]") {
   auto base = NewMemoryFileSystem();
   REQUIRE(base->CreateDirectory("/m").ok());
   auto fault = NewFaultInjectionFileSystem(base.get());

@@ -226,7 +226,7 @@ TEST_CASE("client: failover hands the subscription to the next consumer", "[net]
   REQUIRE((*producer)->Close().ok());
 }
 
-TEST_CASE("client: shared consumers split the messages; what one leaves unacknowledged goes "
+TEST_CASE("client: shared consumers split the messages, what one leaves unacknowledged goes "
           "to the other",
           "[net][client]") {
   TempDir dir;
@@ -368,7 +368,7 @@ TEST_CASE("client: back-pressure holds the pending bytes near max_pending_bytes"
   REQUIRE((*producer)->Close().ok());
 }
 
-TEST_CASE("client: senders on several threads share a producer; each Flush waits for what its "
+TEST_CASE("client: senders on several threads share a producer, each Flush waits for what its "
           "thread sent",
           "[net][client][concurrency]") {
   TempDir dir;

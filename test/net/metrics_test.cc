@@ -117,7 +117,7 @@ double Sample(const std::string& scrape, const std::string& name) {
   return std::stod(match[1]);
 }
 
-TEST_CASE("cairnd store: GET /metrics counts appends; other paths are 404",
+TEST_CASE("cairnd store: GET /metrics counts appends, other paths are 404",
           "[net][daemon][metrics]") {
   TempDir dir;
   Daemon daemon(dir.path() + "/data", dir.path() + "/cairnd.log");

@@ -209,7 +209,7 @@ TEST_CASE("proxy: topics are created, listed and deleted, with clear errors", "[
   CHECK(Send(c, producer, {"a"}) == 0);
 }
 
-TEST_CASE("proxy: sends return offsets per partition; bad batches are refused", "[proxy]") {
+TEST_CASE("proxy: sends return offsets per partition, bad batches are refused", "[proxy]") {
   TempDir dir;
   ServedProxy served(dir.path());
   kj::AsyncIoContext io = kj::setupAsyncIo();
@@ -372,7 +372,7 @@ TEST_CASE("proxy: a shared subscription deals batches out and redelivers what a 
   CHECK(redelivered == all_b);
 }
 
-TEST_CASE("proxy: a failover subscription feeds one consumer; the next takes over", "[proxy]") {
+TEST_CASE("proxy: a failover subscription feeds one consumer, the next takes over", "[proxy]") {
   TempDir dir;
   ServedProxy served(dir.path());
   kj::AsyncIoContext io = kj::setupAsyncIo();
@@ -545,7 +545,7 @@ TEST_CASE("proxy: compaction, the compacted view, retention and unsubscribing", 
   CHECK(stats_request.send().wait(io.waitScope).getStats().getSubscriptions().size() == 0);
 }
 
-TEST_CASE("proxy: cairnd proxy over cairnd store keeps no state; a new proxy carries on",
+TEST_CASE("proxy: cairnd proxy over cairnd store keeps no state, a new proxy carries on",
           "[proxy][daemon]") {
   TempDir dir;
   testing::Daemon store(dir.path() + "/store", dir.path() + "/store.log");
