@@ -156,6 +156,10 @@ struct StreamStats {
   uint64_t durable_end_offset = 0;
   uint64_t ledgers = 0;
   uint64_t size_bytes = 0;    // Bytes of the retained ledgers.
+  // Reads by this stream's StreamReaders since the stream was opened here: served from the tail
+  // cache (memory, StreamOptions::tail_cache_bytes), or read from the ledgers.
+  uint64_t tail_cache_hits = 0;
+  uint64_t tail_cache_misses = 0;
 };
 
 struct RetentionReport {

@@ -29,6 +29,7 @@
 #include "net/net_status.h"
 #include "net/proxy/proxy.h"
 #include "net/store_node/store_node.h"
+#include "net/store_node/store_node_metrics.h"
 #include "net/store_node/thread_pool.h"
 
 ABSL_FLAG(std::string, data_dir, "", "store: directory of the store's ledgers (required)");
@@ -393,6 +394,8 @@ int RunStandalone() {
     proxy_options.max_in_flight_send_bytes = options.max_in_flight_bytes / 2;
     MetricsRegistry registry;
     proxy_options.metrics = &registry;
+    // The proxy's metrics, and those of the store it writes to (no store node in between).
+    RegisterStoreMetrics(registry, store->get());
     ProxyServer server(store->get(), metadata->get(), io.provider->getTimer(), proxy_options);
     ServeUntilSignal(io, server, "proxy", listen, kDefaultProxyPort, registry,
                      MetricsListenFlag(kDefaultProxyMetricsPort), kDefaultProxyMetricsPort, log,

@@ -689,6 +689,17 @@ std::vector<std::shared_ptr<Topic>> Broker::OpenTopics() {
   return topics;
 }
 
+uint64_t Broker::SumStreamStats(uint64_t StreamStats::*field) {
+  std::lock_guard lock(mu_);
+  uint64_t total = 0;
+  for (const auto& [name, topic] : topics_) {
+    for (const std::unique_ptr<Partition>& partition : topic->partitions) {
+      if (partition->stream != nullptr) total += partition->stream->stats().*field;
+    }
+  }
+  return total;
+}
+
 void Broker::PersistAll() {
   for (const std::shared_ptr<Topic>& topic : OpenTopics()) {
     std::vector<std::shared_ptr<Subscription>> subs;

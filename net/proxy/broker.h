@@ -190,6 +190,10 @@ class Broker {
   // Topics open now, for rates and counters.
   std::vector<std::shared_ptr<Topic>> OpenTopics();
 
+  // The sum of `field` of StreamStats over the partitions of the topics open now. Holds the
+  // broker's lock, under which no topic's streams close.
+  uint64_t SumStreamStats(uint64_t StreamStats::*field);
+
   // Persists cursors and closes every topic. Nothing may be attached any more.
   void CloseAll();
 

@@ -190,6 +190,12 @@ void RegisterMetrics(MetricsRegistry* registry, const std::shared_ptr<Service>& 
           [topics_sum](Service& s) { return topics_sum(s, &Topic::bytes_in); });
   counter("cairn_proxy_messages_out_total", "Messages delivered, over the topics open now",
           [topics_sum](Service& s) { return topics_sum(s, &Topic::messages_out); });
+  counter("cairn_proxy_tail_cache_hits_total",
+          "Consumer reads served from a partition's tail cache (memory), over the topics open now",
+          [](Service& s) { return s.broker.SumStreamStats(&StreamStats::tail_cache_hits); });
+  counter("cairn_proxy_tail_cache_misses_total",
+          "Consumer reads that went to the ledgers, over the topics open now",
+          [](Service& s) { return s.broker.SumStreamStats(&StreamStats::tail_cache_misses); });
   counter("cairn_proxy_bytes_out_total", "Batch bytes delivered to consumers",
           [](Service& s) { return s.bytes_out.load(); });
   counter("cairn_proxy_acks_total", "Messages acknowledged individually",

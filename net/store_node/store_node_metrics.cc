@@ -12,6 +12,26 @@ std::function<double()> Read(std::shared_ptr<std::atomic<int64_t>> count) {
 
 }  // namespace
 
+void RegisterStoreMetrics(MetricsRegistry& registry, Store* store) {
+  registry.AddCounterFunction("cairn_store_appends_acknowledged_total",
+                              "Appends the store acknowledged (durable under sync durability).",
+                              [store] { return store->stats().appends_acknowledged; });
+  registry.AddCounterFunction("cairn_store_bytes_acknowledged_total",
+                              "Bytes of the batches of the appends the store acknowledged.",
+                              [store] { return store->stats().bytes_acknowledged; });
+  registry.AddCounterFunction(
+      "cairn_store_group_commits_total",
+      "Rounds of the store's group commit (write, then sync, a group of appends).",
+      [store] { return store->stats().group_commits; });
+  registry.AddCounterFunction(
+      "cairn_store_append_syncs_total",
+      "Data syncs (fdatasync) the group commit issued to make appends durable.",
+      [store] { return store->stats().append_syncs; });
+  registry.AddGauge("cairn_store_read_only",
+                    "1 once the store has stopped acknowledging after an I/O failure (fail-stop).",
+                    [store] { return store->read_only() ? 1.0 : 0.0; });
+}
+
 StoreNodeMetrics::StoreNodeMetrics(MetricsRegistry* registry, Store* store) {
   if (registry == nullptr) {
     own_registry_ = std::make_unique<MetricsRegistry>();
@@ -37,21 +57,7 @@ StoreNodeMetrics::StoreNodeMetrics(MetricsRegistry* registry, Store* store) {
   r.AddGauge("cairn_store_node_writers", "Open ledger writers (capabilities).", Read(writers_));
   r.AddGauge("cairn_store_node_readers", "Open ledger readers (capabilities).", Read(readers_));
 
-  r.AddCounterFunction("cairn_store_appends_acknowledged_total",
-                       "Appends the store acknowledged (durable under sync durability).",
-                       [store] { return store->stats().appends_acknowledged; });
-  r.AddCounterFunction("cairn_store_bytes_acknowledged_total",
-                       "Bytes of the batches of the appends the store acknowledged.",
-                       [store] { return store->stats().bytes_acknowledged; });
-  r.AddCounterFunction("cairn_store_group_commits_total",
-                       "Rounds of the store's group commit (write, then sync, a group of appends).",
-                       [store] { return store->stats().group_commits; });
-  r.AddCounterFunction("cairn_store_append_syncs_total",
-                       "Data syncs (fdatasync) the group commit issued to make appends durable.",
-                       [store] { return store->stats().append_syncs; });
-  r.AddGauge("cairn_store_read_only",
-             "1 once the store has stopped acknowledging after an I/O failure (fail-stop).",
-             [store] { return store->read_only() ? 1.0 : 0.0; });
+  RegisterStoreMetrics(r, store);
 }
 
 void StoreNodeMetrics::AppendDone(uint64_t bytes, std::chrono::steady_clock::time_point arrived,

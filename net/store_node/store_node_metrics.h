@@ -15,6 +15,10 @@
 
 namespace cairn::net {
 
+// Registers the store's own statistics (Store::stats(), read-only state) in `registry`: the
+// cairn_store_* metrics. The gauges read `store`, which must outlive every Render().
+void RegisterStoreMetrics(MetricsRegistry& registry, Store* store);
+
 class StoreNodeMetrics {
  public:
   // Registers the metrics in `registry` (borrowed; null: a private registry nobody reads). The

@@ -315,6 +315,8 @@ class StreamImpl final : public Stream {
     stats.durable_end_offset = writer_ == nullptr || ledgers_->acknowledged_means_durable()
                                    ? stats.end_offset
                                    : std::min(stats.end_offset, writer_first_offset_);
+    stats.tail_cache_hits = tail_cache_hits_.load(std::memory_order_relaxed);
+    stats.tail_cache_misses = tail_cache_misses_.load(std::memory_order_relaxed);
     return stats;
   }
 
@@ -585,6 +587,9 @@ class StreamImpl final : public Stream {
 
   TailCache tail_cache_;
   std::atomic<int> readers_{0};  // StreamReaders open: the tail cache is filled only for them.
+  // Readers' reads served from the tail cache, and those that went to the ledgers.
+  std::atomic<uint64_t> tail_cache_hits_{0};
+  std::atomic<uint64_t> tail_cache_misses_{0};
 
   std::mutex tail_mu_;
   std::condition_variable tail_changed_;
@@ -744,8 +749,10 @@ class StreamReaderImpl final : public StreamReader {
     }
     const StreamImpl::Location at = *located;
     if (std::optional<StreamReadResult> cached = stream_->tail_cache_.Read(from, limits)) {
+      stream_->tail_cache_hits_.fetch_add(1, std::memory_order_relaxed);
       return std::move(*cached);
     }
+    stream_->tail_cache_misses_.fetch_add(1, std::memory_order_relaxed);
     if (reader_ == nullptr || reader_->ledger_id() != at.ledger_id) {
       reader_.reset();  // Let go of the previous ledger first, so retention can delete it.
       absl::StatusOr<std::unique_ptr<LedgerReader>> reader =

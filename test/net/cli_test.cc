@@ -301,8 +301,8 @@ TEST_CASE("cli: topics, produce, consume, stats and perf against cairnd standalo
           "[cli][daemon]") {
   Fixture f;
   net::testing::Daemon daemon({"standalone", "--data-dir", f.temp.path() + "/standalone", "--listen",
-                          "127.0.0.1:0"},
-                         f.temp.path() + "/cairnd.log");
+                               "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"},
+                              f.temp.path() + "/cairnd.log");
   const std::string proxy = daemon.address();
 
   Run run = Cairn(f.scratch, {"topics", "create", "orders", "--partitions", "2", "--proxy", proxy});
@@ -366,6 +366,24 @@ TEST_CASE("cli: topics, produce, consume, stats and perf against cairnd standalo
   REQUIRE(run.status == 0);
   CHECK(IsJson(f.scratch, run.out));
   CHECK(run.out.find("\"case\":\"2003x") != std::string::npos);
+
+  // Standalone serves the proxy's metrics and its store's: 2003 messages acknowledged, each
+  // append of a batch by the store.
+  {
+    const int port = std::stoi(
+        daemon.WaitForLog("serving metrics on http://127\\.0\\.0\\.1:([0-9]+)/metrics"));
+    const net::testing::HttpReply scrape = net::testing::HttpGet(port, "/metrics");
+    CHECK(scrape.status == 200);
+    const double sends = net::testing::MetricSample(scrape.body, "cairn_proxy_sends_total");
+    CHECK(sends >= 2);
+    CHECK(net::testing::MetricSample(scrape.body, "cairn_store_appends_acknowledged_total") >=
+          sends);
+    CHECK(net::testing::MetricSample(scrape.body, "cairn_store_group_commits_total") >= 1);
+    CHECK(net::testing::MetricSample(scrape.body, "cairn_store_read_only") == 0);
+    CHECK(net::testing::MetricSample(scrape.body, "cairn_proxy_tail_cache_hits_total") +
+              net::testing::MetricSample(scrape.body, "cairn_proxy_tail_cache_misses_total") >=
+          1);
+  }
 
   // The consumers that just closed leave in the background on the proxy; until they have, the
   // topic is in use.

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -110,12 +109,7 @@ TEST_CASE("metrics: counters and histograms take updates from many threads",
 using testing::HttpGet;
 using testing::HttpReply;
 
-// The value of an unlabelled sample in a scrape, or -1.
-double Sample(const std::string& scrape, const std::string& name) {
-  std::smatch match;
-  if (!std::regex_search(scrape, match, std::regex("\n" + name + " ([0-9.e+]+)\n"))) return -1;
-  return std::stod(match[1]);
-}
+using testing::MetricSample;
 
 TEST_CASE("cairnd store: GET /metrics counts appends, other paths are 404",
           "[net][daemon][metrics]") {
@@ -127,7 +121,7 @@ TEST_CASE("cairnd store: GET /metrics counts appends, other paths are 404",
   HttpReply before = HttpGet(port, "/metrics");
   CHECK(before.status == 200);
   CHECK(before.headers.find("text/plain; version=0.0.4") != std::string::npos);
-  CHECK(Sample(before.body, "cairn_store_node_appends_total") == 0);
+  CHECK(MetricSample(before.body, "cairn_store_node_appends_total") == 0);
 
   {
     std::unique_ptr<RemoteLedgerSet> ledgers = ConnectLedgers(daemon.address());
@@ -147,22 +141,22 @@ TEST_CASE("cairnd store: GET /metrics counts appends, other paths are 404",
 
     const std::string scrape = HttpGet(port, "/metrics").body;
     INFO(scrape);
-    CHECK(Sample(scrape, "cairn_store_node_appends_total") == 5);
-    CHECK(Sample(scrape, "cairn_store_node_append_bytes_total") > 0);
-    CHECK(Sample(scrape, "cairn_store_node_append_latency_seconds_count") == 5);
+    CHECK(MetricSample(scrape, "cairn_store_node_appends_total") == 5);
+    CHECK(MetricSample(scrape, "cairn_store_node_append_bytes_total") > 0);
+    CHECK(MetricSample(scrape, "cairn_store_node_append_latency_seconds_count") == 5);
     CHECK(scrape.find("cairn_store_node_append_latency_seconds_bucket{le=\"+Inf\"} 5\n") !=
           std::string::npos);
-    CHECK(Sample(scrape, "cairn_store_node_reads_total") >= 1);
-    CHECK(Sample(scrape, "cairn_store_node_read_bytes_total") > 0);
-    CHECK(Sample(scrape, "cairn_store_node_connections") == 1);
-    CHECK(Sample(scrape, "cairn_store_node_writers") == 1);
-    CHECK(Sample(scrape, "cairn_store_node_readers") == 1);
-    CHECK(Sample(scrape, "cairn_store_appends_acknowledged_total") == 5);
-    CHECK(Sample(scrape, "cairn_store_append_syncs_total") >= 1);  // sync durability
-    CHECK(Sample(scrape, "cairn_store_group_commits_total") >= 1);
-    CHECK(Sample(scrape, "cairn_store_read_only") == 0);
-    CHECK(Sample(scrape, "cairn_store_bytes_acknowledged_total") ==
-          Sample(scrape, "cairn_store_node_append_bytes_total"));
+    CHECK(MetricSample(scrape, "cairn_store_node_reads_total") >= 1);
+    CHECK(MetricSample(scrape, "cairn_store_node_read_bytes_total") > 0);
+    CHECK(MetricSample(scrape, "cairn_store_node_connections") == 1);
+    CHECK(MetricSample(scrape, "cairn_store_node_writers") == 1);
+    CHECK(MetricSample(scrape, "cairn_store_node_readers") == 1);
+    CHECK(MetricSample(scrape, "cairn_store_appends_acknowledged_total") == 5);
+    CHECK(MetricSample(scrape, "cairn_store_append_syncs_total") >= 1);  // sync durability
+    CHECK(MetricSample(scrape, "cairn_store_group_commits_total") >= 1);
+    CHECK(MetricSample(scrape, "cairn_store_read_only") == 0);
+    CHECK(MetricSample(scrape, "cairn_store_bytes_acknowledged_total") ==
+          MetricSample(scrape, "cairn_store_node_append_bytes_total"));
   }
 
   HttpReply missing = HttpGet(port, "/other");

@@ -190,6 +190,12 @@ int Daemon::WaitExit() {
   return WEXITSTATUS(status);
 }
 
+double MetricSample(const std::string& scrape, const std::string& name) {
+  std::smatch match;
+  if (!std::regex_search(scrape, match, std::regex("\n" + name + " ([0-9.e+]+)\n"))) return -1;
+  return std::stod(match[1]);
+}
+
 // One HTTP/1.1 request on a fresh connection, read until the body's announced length.
 HttpReply HttpGet(int port, const std::string& path) {
   const int fd = testing::ConnectLoopback(port);

@@ -103,4 +103,7 @@ struct HttpReply {
 // One HTTP/1.1 GET on a fresh loopback connection, read until the body's announced length.
 HttpReply HttpGet(int port, const std::string& path);
 
+// The value of an unlabelled sample in a Prometheus text scrape, or -1 if it is not there.
+double MetricSample(const std::string& scrape, const std::string& name);
+
 }  // namespace cairn::net::testing

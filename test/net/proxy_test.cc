@@ -584,6 +584,13 @@ TEST_CASE("proxy: cairnd proxy over cairnd store keeps no state, a new proxy car
           scrape.body.find("cairn_proxy_subscription_backlog{topic=\"t\",subscription=\"s\"} 0") !=
           std::string::npos);
       CHECK(scrape.body.find("cairn_proxy_send_latency_seconds_count 1") != std::string::npos);
+      // The consumer's reads, each served from the tail cache or from the ledgers.
+      const double hits = testing::MetricSample(scrape.body, "cairn_proxy_tail_cache_hits_total");
+      const double misses =
+          testing::MetricSample(scrape.body, "cairn_proxy_tail_cache_misses_total");
+      CHECK(hits >= 0);
+      CHECK(misses >= 0);
+      CHECK(hits + misses >= 1);
     }
     if (round == 1) {
       proxy.reset();  // SIGKILL: the next proxy recovers the streams this one was writing

@@ -289,8 +289,12 @@ TEST_CASE("The tail cache serves recent batches from memory", "[stream][tail_cac
 
   // The last batches: no disk read at all, and the bytes are right.
   const uint64_t reads_before = fs->stats().reads;
+  REQUIRE(stream->stats().tail_cache_hits == 0);
+  REQUIRE(stream->stats().tail_cache_misses == 0);
   uint64_t next = 360;
+  uint64_t cached_reads = 0;
   while (next < 400) {
+    ++cached_reads;
     StreamReadResult read = Unwrap(reader->Read(next, ReadLimits{.max_bytes = 1}));
     REQUIRE(read.batches().size() == 1);
     const BatchView& batch = read.batches()[0];
@@ -300,9 +304,12 @@ TEST_CASE("The tail cache serves recent batches from memory", "[stream][tail_cac
     next = read.next_offset();
   }
   REQUIRE(fs->stats().reads == reads_before);
+  REQUIRE(stream->stats().tail_cache_hits == cached_reads);
+  REQUIRE(stream->stats().tail_cache_misses == 0);
   // A reader far behind reads from the disk, and gets the same bytes.
   CheckRange(*stream, 0, 400);
   REQUIRE(fs->stats().reads > reads_before);
+  REQUIRE(stream->stats().tail_cache_misses > 0);
   // A read from the cache stops at a ledger's end, as a read from the ledger does.
   StreamReadResult read = Unwrap(reader->Read(370, ReadLimits{.max_bytes = 1 << 20}));
   REQUIRE(read.next_offset() == 400);
@@ -319,6 +326,8 @@ TEST_CASE("Without readers, appends leave the tail cache alone", "[stream][tail_
   const uint64_t reads_before = fs->stats().reads;
   Unwrap(reader->Read(36));
   REQUIRE(fs->stats().reads > reads_before);  // Not cached: read from the ledger.
+  REQUIRE(stream->stats().tail_cache_hits == 0);
+  REQUIRE(stream->stats().tail_cache_misses == 1);
 }
 
 TEST_CASE("Stream seek by time", "[stream]") {
