@@ -596,9 +596,12 @@ class ProducerCore final : public SessionUser {
 
  private:
   // Whether `bytes` more fit the pending budget, with `accepted` bytes accepted so far. One
-  // message larger than the budget may go alone.
+  // message larger than the budget may go alone. A waiting sender's `accepted` is the count when
+  // it began to wait: other senders' messages accepted since may have been answered too, so the
+  // bytes released can pass it (nothing of it is pending then).
   bool HasRoom(uint64_t accepted, uint64_t bytes) const {
-    const uint64_t pending = accepted - released_bytes_.load(std::memory_order_acquire);
+    const uint64_t released = released_bytes_.load(std::memory_order_acquire);
+    const uint64_t pending = accepted > released ? accepted - released : 0;
     return pending == 0 || pending + bytes <= options_.max_pending_bytes;
   }
 
