@@ -13,6 +13,7 @@
 #include "src/format/batch_format.h"
 #include "src/ledger/chunk_reader.h"
 #include "src/ledger/read_result_builder.h"
+#include "src/util/one_shot_event.h"
 #include "src/util/status_macros.h"
 
 namespace cairn {
@@ -198,23 +199,23 @@ namespace {
 absl::StatusOr<AppendResult> Wait(LedgerWriter& writer,
                                   const std::function<void(AppendCallback)>& append) {
   // The callback often runs on the store's worker, which wakes every appender of a round one
-  // after another: an atomic's wait/notify (a futex) costs it about a third of what a promise's
-  // lock and condition variable did. The answer is shared: the callback still notifies after the
-  // waiter may have seen `ready` and returned.
+  // after another: a bare futex costs it about a third of what a promise's lock and condition
+  // variable did, and unlike std::atomic::wait its waiters do not spin (OneShotEvent). The
+  // answer is shared: the callback still wakes the waiter after it may have seen the flag and
+  // returned.
   struct Answer {
     std::optional<absl::StatusOr<AppendResult>> result;
-    std::atomic<bool> ready{false};
+    internal::OneShotEvent ready;
   };
   auto answer = std::make_shared<Answer>();
   auto* impl = dynamic_cast<internal::WriterImpl*>(&writer);
   if (impl != nullptr) impl->set_blocking(true);
   append([answer](absl::StatusOr<AppendResult> result) {
     answer->result.emplace(std::move(result));
-    answer->ready.store(true, std::memory_order_release);
-    answer->ready.notify_one();
+    answer->ready.Set();
   });
   if (impl != nullptr) impl->set_blocking(false);
-  answer->ready.wait(false, std::memory_order_acquire);
+  answer->ready.Wait();
   return std::move(*answer->result);
 }
 
