@@ -32,10 +32,26 @@ absl::Status StoreImpl::StartJournalFile(uint64_t seq) {
   create.create = true;
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> file, fs_->OpenFile(path, create));
   CAIRN_RETURN_IF_ERROR(file->Truncate(0));
-  CAIRN_RETURN_IF_ERROR(WriteAt(queue, *file, 0, EncodeJournalHeader(seq)));
+  const std::string header = EncodeJournalHeader(seq);
+  CAIRN_RETURN_IF_ERROR(WriteAt(queue, *file, 0, header));
   CAIRN_RETURN_IF_ERROR(DataSync(queue, *file));
   CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, queue, options_.journal_dir));
+  // Rounds are written with O_DIRECT where the file system takes it: a direct write and an
+  // fdatasync here ran faster than a buffered write and an fdatasync (docs/storage.md).
+  std::unique_ptr<File> direct_file;
+  if (options_.direct_io) {
+    OpenOptions direct;
+    direct.direct = true;
+    absl::StatusOr<std::unique_ptr<File>> opened = fs_->OpenFile(path, direct);
+    if (opened.ok()) {
+      direct_file = std::move(*opened);
+    } else if (!absl::IsInvalidArgument(opened.status())) {
+      return opened.status();
+    }  // else: O_DIRECT refused (tmpfs): the journal goes through the page cache.
+  }
   journal_file_ = std::move(file);
+  journal_direct_file_ = std::move(direct_file);
+  journal_tail_.assign(header.begin(), header.end());
   journal_seq_ = seq;
   journal_position_ = kJournalHeaderBytes;
   return absl::OkStatus();
@@ -169,7 +185,8 @@ absl::Status StoreImpl::OpenJournal() {
                                      return true;
                                    }));
     report_.bytes_scanned += scan.bytes_scanned;
-    if (scan.valid_end < scan.file_size) {
+    // Zeros of less than a block after the last batch are the padding of a direct write.
+    if (scan.valid_end < scan.file_size && !scan.padding_only) {
       if (!last) {
         return absl::DataLossError(absl::StrFormat(
             "journal %s: bytes %d..%d are not valid batches, and a later journal file follows",

@@ -913,7 +913,7 @@ absl::Status StoreImpl::FinishSegmentFile(IoQueue& queue, Segment& segment) {
 }
 
 absl::Status StoreImpl::PrepareDirect(Segment& segment) {
-  if (!direct_io_) return absl::OkStatus();
+  if (!direct_io_ || segments_behind_journal()) return absl::OkStatus();
   if (segment.direct_file == nullptr) {
     OpenOptions direct;
     direct.direct = true;
@@ -1233,8 +1233,12 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
     // issue)` makes them, and issue(request, now) queues one and, if `now`, starts what is
     // queued at once (otherwise they start together, in one submission, once every part has
     // emitted its own). Tags carry a round number, so that a completion left over from an
-    // earlier failure is never taken for one of this round's.
-    auto run_each = [&](auto emit) {
+    // earlier failure is never taken for one of this round's. `extra`, when given, is one more
+    // request that is not a part's (the journal's write), started in the same submission as the
+    // parts' requests; its result goes to `*extra_status`.
+    constexpr uint64_t kExtraTag = 0xffffffff;
+    auto run_each = [&](auto emit, const IoRequest* extra = nullptr,
+                        absl::Status* extra_status = nullptr) {
       const uint64_t round = (++io_round_ & 0xffffffff) << 32;
       size_t pending = 0;
       bool queued = false;  // enqueued, not yet submitted
@@ -1255,8 +1259,13 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
           const uint64_t tag = done[k].tag;
           if ((tag & ~uint64_t{0xffffffff}) != round) continue;  // Not from this round.
           const size_t index = tag & 0xffffffff;
-          if (index >= parts.size()) continue;
-          parts[index].status.Update(done[k].status);
+          if (index == kExtraTag && extra != nullptr) {
+            extra_status->Update(done[k].status);
+          } else if (index < parts.size()) {
+            parts[index].status.Update(done[k].status);
+          } else {
+            continue;
+          }
           --pending;
         }
       };
@@ -1279,11 +1288,28 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
           if (now) submit();
         });
       }
+      if (extra != nullptr && broken.ok()) {
+        IoRequest request = *extra;
+        request.tag = round | kExtraTag;
+        if (queue.in_flight() >= kWorkerQueueDepth) {
+          submit();
+          while (broken.ok() && queue.in_flight() >= kWorkerQueueDepth) reap();
+        }
+        if (broken.ok()) {
+          if (absl::Status s = queue.Enqueue(request); s.ok()) {
+            ++pending;
+            queued = true;
+          } else {
+            extra_status->Update(s);
+          }
+        }
+      }
       submit();
       while (broken.ok() && pending > 0) reap();
       if (!broken.ok()) {
         FailStop(broken);
         for (Part& p : parts) p.status.Update(broken);
+        if (extra_status != nullptr) extra_status->Update(broken);
       }
     };
     // One request per healthy part (where make_request returns one), submitted together.
@@ -1352,29 +1378,69 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
         }
       }
     }
+    // With a journal, the batches that go to their segments also go to the journal: all
+    // ledgers' batches of the round in one write, started together with the segments' writes
+    // and made durable by one sync. With direct I/O that write starts at the block holding the
+    // journal's end (its bytes are in journal_tail_) and is padded with zeros to a block end.
+    uint64_t journal_bytes = 0;  // Batches the round adds to the journal.
+    std::optional<IoRequest> journal_write;
+    if (journaled()) {
+      for (const Part& p : parts) {
+        if (!p.status.ok()) continue;
+        for (size_t a : p.appends) journal_bytes += group[a].bytes.size();
+      }
+    }
+    if (journal_bytes > 0) {
+      const auto each_batch = [&](auto&& copy) {
+        for (const Part& p : parts) {
+          if (!p.status.ok()) continue;
+          for (size_t a : p.appends) copy(group[a].bytes);
+        }
+      };
+      if (journal_direct_file_ != nullptr) {
+        const size_t head = journal_tail_.size();
+        const size_t size = (head + journal_bytes + kDirectIoAlignment - 1) /
+                            kDirectIoAlignment * kDirectIoAlignment;
+        char* out = journal_aligned_.Reserve(size);
+        std::memcpy(out, journal_tail_.data(), head);
+        size_t used = head;
+        each_batch([&](std::span<const char> bytes) {
+          std::memcpy(out + used, bytes.data(), bytes.size());
+          used += bytes.size();
+        });
+        std::memset(out + used, 0, size - used);
+        journal_write = IoRequest::Write(journal_direct_file_.get(), journal_position_ - head,
+                                         std::span<const char>(out, size));
+      } else {
+        std::vector<char>& journal = journal_buffer_;
+        journal.clear();
+        each_batch([&](std::span<const char> bytes) {
+          journal.insert(journal.end(), bytes.begin(), bytes.end());
+        });
+        journal_write = IoRequest::Write(journal_file_.get(), journal_position_, journal);
+      }
+    }
+    absl::Status journal_written;
     // In async mode a big round's writes go in pieces, each started once copied (Part::Write),
     // so that the device is not idle while the worker copies. Where appends are synced, a round
     // keeps one write per segment: a crash tears at most that write, at the segment's end.
     const bool pieces = !segments_synced() && !journaled();
-    run_each([&](Part& p, uint64_t tag, auto&& issue) {
-      p.Write(pieces ? kWritePieceBytes : SIZE_MAX, tag,
-              [&](const IoRequest& request) { issue(request, pieces); });
-    });
-    // With a journal, the batches that reached their segments also go to the journal: all
-    // ledgers' batches in one write, made durable by one sync.
-    std::vector<char>& journal = journal_buffer_;
-    journal.clear();
-    if (journaled()) {
-      for (const Part& p : parts) {
-        if (p.status.ok()) journal.insert(journal.end(), p.payload().begin(), p.payload().end());
-      }
-      if (!journal.empty()) {
-        absl::Status written = WriteAt(queue, *journal_file_, journal_position_, journal);
-        if (!written.ok()) {
-          journal_file_->Truncate(journal_position_).IgnoreError();  // Best effort.
-          for (Part& p : parts) p.status.Update(written);
-          journal.clear();
-        }
+    run_each(
+        [&](Part& p, uint64_t tag, auto&& issue) {
+          p.Write(pieces ? kWritePieceBytes : SIZE_MAX, tag,
+                  [&](const IoRequest& request) { issue(request, pieces); });
+        },
+        journal_write.has_value() ? &*journal_write : nullptr, &journal_written);
+    if (journal_bytes > 0) {
+      // Every batch in the journal must also have reached its segment, or replay would bring
+      // back an append that failed here (whose ids the ledger then hands out again): a failed
+      // write of the journal or of any segment fails the whole round.
+      absl::Status round_failed = journal_written;
+      for (const Part& p : parts) round_failed.Update(p.status);
+      if (!round_failed.ok()) {
+        journal_file_->Truncate(journal_position_).IgnoreError();  // Best effort.
+        for (Part& p : parts) p.status.Update(round_failed);
+        journal_bytes = 0;
       }
     }
     // A failed write is not synced; its ledger fails below.
@@ -1409,13 +1475,22 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
           if (&p != &parts[p.sync_leader]) p.status.Update(parts[p.sync_leader].status);
         }
         append_syncs_.fetch_add(syncs, std::memory_order_relaxed);
-      } else if (!journal.empty()) {
+      } else if (journal_bytes > 0) {
         append_syncs_.fetch_add(1, std::memory_order_relaxed);
         absl::Status synced = DataSync(queue, *journal_file_);
         for (Part& p : parts) p.status.Update(synced);
       }
     }
-    if (!journal.empty()) journal_position_ += journal.size();
+    if (journal_bytes > 0) {
+      journal_position_ += journal_bytes;
+      if (journal_direct_file_ != nullptr) {
+        // Keep the journal's new partial last block for the next direct write.
+        const uint64_t write_start = journal_write->offset;
+        const uint64_t tail_start = journal_position_ & ~(kDirectIoAlignment - 1);
+        journal_tail_.assign(journal_aligned_.data() + (tail_start - write_start),
+                             journal_aligned_.data() + (journal_position_ - write_start));
+      }
+    }
 
     // Publish what is durable; fail the rest.
     for (size_t i = 0; i < parts.size(); ++i) {

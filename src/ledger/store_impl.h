@@ -324,6 +324,13 @@ class StoreImpl final : public Store {
   // True when every round syncs the segments it wrote (sync mode, no journal); otherwise
   // segments are synced at rolls, checkpoints, Seal() and Close().
   bool segments_synced() const { return options_.durability == Durability::kSync && !journaled(); }
+  // True when a round's appends wait for the journal's sync (sync mode with a journal): segments
+  // are then written behind it through the page cache, a copy that costs the round no device
+  // time, where a direct write of each ledger's share would hold the round until the device
+  // wrote every one of them. Checkpoints and rolls make those pages durable (fdatasync).
+  bool segments_behind_journal() const {
+    return options_.durability == Durability::kSync && journaled();
+  }
   absl::Status OpenJournal();
   absl::Status ReplayBatch(std::span<const char> batch, const BatchHeader& header);
   absl::Status StartJournalFile(uint64_t seq);
@@ -331,6 +338,13 @@ class StoreImpl final : public Store {
   // journal file and records the checkpoint; older journal files are removed.
   absl::Status Checkpoint();
   std::unique_ptr<File> journal_file_;
+  // With direct I/O, the journal's rounds are written through this O_DIRECT handle of the same
+  // file in whole aligned blocks, like segments: each write starts at the block that holds the
+  // current end (whose bytes, journal_tail_, are written again) and is padded with zeros to a
+  // block boundary. Null: the journal is written through journal_file_ (the page cache).
+  std::unique_ptr<File> journal_direct_file_;
+  std::vector<char> journal_tail_;  // Bytes [journal_position_ rounded down to a block, end).
+  AlignedBuffer journal_aligned_;
   uint64_t journal_seq_ = 0;
   uint64_t journal_position_ = 0;
   std::map<uint64_t, std::shared_ptr<Ledger>> dirty_;  // Written since the last checkpoint.
