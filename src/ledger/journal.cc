@@ -11,6 +11,7 @@
 // batch that continues its ledger is appended to the ledger's segment; batches already in the
 // segments are skipped; a batch that would leave a gap is damage (kDataLoss).
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -52,9 +53,19 @@ absl::Status StoreImpl::StartJournalFile(uint64_t seq) {
   journal_file_ = std::move(file);
   journal_direct_file_ = std::move(direct_file);
   journal_tail_.assign(header.begin(), header.end());
+  journal_zeroed_to_ = header.size();
   journal_seq_ = seq;
   journal_position_ = kJournalHeaderBytes;
   return absl::OkStatus();
+}
+
+std::span<const char> StoreImpl::ZeroBlocks(size_t bytes) {
+  if (bytes > zero_blocks_bytes_) {
+    char* zeros = zero_blocks_.Reserve(bytes);
+    std::memset(zeros, 0, bytes);
+    zero_blocks_bytes_ = bytes;
+  }
+  return std::span<const char>(zero_blocks_.data(), bytes);
 }
 
 absl::Status StoreImpl::Checkpoint() {
@@ -183,9 +194,12 @@ absl::Status StoreImpl::OpenJournal() {
                                        uint64_t) -> absl::StatusOr<bool> {
                                      CAIRN_RETURN_IF_ERROR(ReplayBatch(batch, header));
                                      return true;
-                                   }));
+                                   },
+                                   /*suffix_may_be_lost=*/false, /*search_bytes=*/UINT64_MAX,
+                                   /*zeros_may_follow=*/true));
     report_.bytes_scanned += scan.bytes_scanned;
-    // Zeros of less than a block after the last batch are the padding of a direct write.
+    // Zeros after the last batch are the padding of a direct write, or written ahead of the
+    // batches (kJournalZeroAheadBytes).
     if (scan.valid_end < scan.file_size && !scan.padding_only) {
       if (!last) {
         return absl::DataLossError(absl::StrFormat(

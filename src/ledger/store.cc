@@ -42,6 +42,9 @@ constexpr uint64_t kAllocateAheadBytes = uint64_t{1} << 20;
 // the file's size alone, so the pieces of a round's write run side by side, where writes that
 // extend a file are serialised by the file system.
 constexpr uint64_t kAllocateAheadRounds = 8;
+// Where appends wait for the journal's sync, its file is filled with zeros this far ahead of
+// its batches, so that most rounds write over blocks already written (StartJournalFile).
+constexpr uint64_t kJournalZeroAheadBytes = uint64_t{1} << 20;
 constexpr uint64_t kMaxAllocateAheadBytes = uint64_t{16} << 20;
 // The pieces of an async round's direct write, each started as soon as it is copied.
 constexpr size_t kWritePieceBytes = size_t{1} << 20;
@@ -1233,11 +1236,11 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
     // issue)` makes them, and issue(request, now) queues one and, if `now`, starts what is
     // queued at once (otherwise they start together, in one submission, once every part has
     // emitted its own). Tags carry a round number, so that a completion left over from an
-    // earlier failure is never taken for one of this round's. `extra`, when given, is one more
-    // request that is not a part's (the journal's write), started in the same submission as the
-    // parts' requests; its result goes to `*extra_status`.
+    // earlier failure is never taken for one of this round's. `extras` are more requests that
+    // are not a part's (the journal's writes), started in the same submission as the parts'
+    // requests; their results go to `*extra_status`.
     constexpr uint64_t kExtraTag = 0xffffffff;
-    auto run_each = [&](auto emit, const IoRequest* extra = nullptr,
+    auto run_each = [&](auto emit, std::span<const IoRequest> extras = {},
                         absl::Status* extra_status = nullptr) {
       const uint64_t round = (++io_round_ & 0xffffffff) << 32;
       size_t pending = 0;
@@ -1259,7 +1262,7 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
           const uint64_t tag = done[k].tag;
           if ((tag & ~uint64_t{0xffffffff}) != round) continue;  // Not from this round.
           const size_t index = tag & 0xffffffff;
-          if (index == kExtraTag && extra != nullptr) {
+          if (index == kExtraTag && !extras.empty()) {
             extra_status->Update(done[k].status);
           } else if (index < parts.size()) {
             parts[index].status.Update(done[k].status);
@@ -1288,20 +1291,20 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
           if (now) submit();
         });
       }
-      if (extra != nullptr && broken.ok()) {
-        IoRequest request = *extra;
+      for (const IoRequest& extra : extras) {
+        if (!broken.ok()) break;
+        IoRequest request = extra;
         request.tag = round | kExtraTag;
         if (queue.in_flight() >= kWorkerQueueDepth) {
           submit();
           while (broken.ok() && queue.in_flight() >= kWorkerQueueDepth) reap();
+          if (!broken.ok()) break;
         }
-        if (broken.ok()) {
-          if (absl::Status s = queue.Enqueue(request); s.ok()) {
-            ++pending;
-            queued = true;
-          } else {
-            extra_status->Update(s);
-          }
+        if (absl::Status s = queue.Enqueue(request); s.ok()) {
+          ++pending;
+          queued = true;
+        } else {
+          extra_status->Update(s);
         }
       }
       submit();
@@ -1383,7 +1386,8 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
     // and made durable by one sync. With direct I/O that write starts at the block holding the
     // journal's end (its bytes are in journal_tail_) and is padded with zeros to a block end.
     uint64_t journal_bytes = 0;  // Batches the round adds to the journal.
-    std::optional<IoRequest> journal_write;
+    std::vector<IoRequest> journal_writes;  // The batches' write, then any zeros written ahead.
+    uint64_t journal_write_start = 0;
     if (journaled()) {
       for (const Part& p : parts) {
         if (!p.status.ok()) continue;
@@ -1409,15 +1413,29 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
           used += bytes.size();
         });
         std::memset(out + used, 0, size - used);
-        journal_write = IoRequest::Write(journal_direct_file_.get(), journal_position_ - head,
-                                         std::span<const char>(out, size));
+        journal_write_start = journal_position_ - head;
+        journal_writes.push_back(IoRequest::Write(journal_direct_file_.get(), journal_write_start,
+                                                  std::span<const char>(out, size)));
+        // Where appends wait for the journal's sync, the file is filled with zeros ahead of its
+        // batches (kJournalZeroAheadBytes at a time, beside a round's write): a write over
+        // blocks already written leaves the file's size and allocation alone, so its fdatasync
+        // commits no metadata (docs/storage.md).
+        const uint64_t write_end = journal_write_start + size;
+        if (segments_behind_journal() &&
+            write_end + kJournalZeroAheadBytes / 2 > journal_zeroed_to_) {
+          const uint64_t from = std::max(journal_zeroed_to_, write_end);
+          journal_writes.push_back(IoRequest::Write(journal_direct_file_.get(), from,
+                                                    ZeroBlocks(kJournalZeroAheadBytes)));
+          journal_zeroed_to_ = from + kJournalZeroAheadBytes;
+        }
       } else {
         std::vector<char>& journal = journal_buffer_;
         journal.clear();
         each_batch([&](std::span<const char> bytes) {
           journal.insert(journal.end(), bytes.begin(), bytes.end());
         });
-        journal_write = IoRequest::Write(journal_file_.get(), journal_position_, journal);
+        journal_writes.push_back(
+            IoRequest::Write(journal_file_.get(), journal_position_, journal));
       }
     }
     absl::Status journal_written;
@@ -1430,7 +1448,7 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
           p.Write(pieces ? kWritePieceBytes : SIZE_MAX, tag,
                   [&](const IoRequest& request) { issue(request, pieces); });
         },
-        journal_write.has_value() ? &*journal_write : nullptr, &journal_written);
+        journal_writes, &journal_written);
     if (journal_bytes > 0) {
       // Every batch in the journal must also have reached its segment, or replay would bring
       // back an append that failed here (whose ids the ledger then hands out again): a failed
@@ -1439,6 +1457,7 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
       for (const Part& p : parts) round_failed.Update(p.status);
       if (!round_failed.ok()) {
         journal_file_->Truncate(journal_position_).IgnoreError();  // Best effort.
+        journal_zeroed_to_ = journal_position_;
         for (Part& p : parts) p.status.Update(round_failed);
         journal_bytes = 0;
       }
@@ -1485,10 +1504,9 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
       journal_position_ += journal_bytes;
       if (journal_direct_file_ != nullptr) {
         // Keep the journal's new partial last block for the next direct write.
-        const uint64_t write_start = journal_write->offset;
         const uint64_t tail_start = journal_position_ & ~(kDirectIoAlignment - 1);
-        journal_tail_.assign(journal_aligned_.data() + (tail_start - write_start),
-                             journal_aligned_.data() + (journal_position_ - write_start));
+        journal_tail_.assign(journal_aligned_.data() + (tail_start - journal_write_start),
+                             journal_aligned_.data() + (journal_position_ - journal_write_start));
       }
     }
 

@@ -345,6 +345,12 @@ class StoreImpl final : public Store {
   std::unique_ptr<File> journal_direct_file_;
   std::vector<char> journal_tail_;  // Bytes [journal_position_ rounded down to a block, end).
   AlignedBuffer journal_aligned_;
+  // The journal file's bytes up to here are written, with batches or with zeros ahead of them.
+  uint64_t journal_zeroed_to_ = 0;
+  // `bytes` of zeros in aligned memory, valid until the next call with more (round only).
+  std::span<const char> ZeroBlocks(size_t bytes);
+  AlignedBuffer zero_blocks_;
+  size_t zero_blocks_bytes_ = 0;
   uint64_t journal_seq_ = 0;
   uint64_t journal_position_ = 0;
   std::map<uint64_t, std::shared_ptr<Ledger>> dirty_;  // Written since the last checkpoint.

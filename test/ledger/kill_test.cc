@@ -49,11 +49,17 @@ using Clock = std::chrono::steady_clock;
 // Ledgers the child appends to.
 constexpr size_t kLedgers = 3;
 
-StoreOptions OptionsFor(const std::string& dir) {
+// With `journal`, the store has a journal in <dir>/journal (written with direct I/O, zeros ahead
+// of its batches, segments behind it), with small files so that checkpoints happen too.
+StoreOptions OptionsFor(const std::string& dir, bool journal) {
   StoreOptions options;
   options.data_dirs = {dir};
   options.durability = Durability::kSync;
   options.segment_bytes = kMinSegmentBytes;  // Small, so that rolls happen too.
+  if (journal) {
+    options.journal_dir = dir + "/journal";
+    options.journal_file_bytes = kMinJournalFileBytes;
+  }
   return options;
 }
 
@@ -103,8 +109,8 @@ bool WriteLine(int fd, const std::string& line) {
 
 // Opens the store, makes sure there are kLedgers ledgers, and appends to them in a tight loop
 // until killed (or, as a safety net, for a minute).
-[[noreturn]] void RunChild(const std::string& dir, int fd, uint64_t seed) {
-  StoreOptions options = OptionsFor(dir);
+[[noreturn]] void RunChild(const std::string& dir, bool journal, int fd, uint64_t seed) {
+  StoreOptions options = OptionsFor(dir, journal);
   options.log = NullLog();
   absl::StatusOr<std::unique_ptr<Store>> opened = Store::Open(options);
   if (!opened.ok()) Die(fd, "open: " + opened.status().ToString());
@@ -222,9 +228,9 @@ class ChildPipe {
 
 // Opens the store as the next process would and checks every ledger: each acknowledged entry is
 // there, and every entry served is the one appended at its id.
-void CheckStore(const std::string& dir, const std::map<uint64_t, uint64_t>& acked,
+void CheckStore(const std::string& dir, bool journal, const std::map<uint64_t, uint64_t>& acked,
                 bool killed_while_appending) {
-  std::unique_ptr<Store> store = Unwrap(Store::Open(OptionsFor(dir)));
+  std::unique_ptr<Store> store = Unwrap(Store::Open(OptionsFor(dir, journal)));
   if (killed_while_appending) CHECK_FALSE(store->recovery_report().clean_shutdown);
   const std::vector<uint64_t> ids = store->ListLedgers();
   CHECK(ids.size() <= kLedgers);
@@ -274,7 +280,7 @@ struct Reaper {
   pid_t pid;
 };
 
-void RunKillCycles(int cycles) {
+void RunKillCycles(int cycles, bool journal) {
   const uint64_t seed = testing::TestSeed();
   std::mt19937_64 rng(seed);
   testing::TempDir dir;
@@ -288,7 +294,7 @@ void RunKillCycles(int cycles) {
     REQUIRE(child >= 0);
     if (child == 0) {
       close(fds[0]);
-      RunChild(dir.path(), fds[1], Mix(seed + cycle));
+      RunChild(dir.path(), journal, fds[1], Mix(seed + cycle));
     }
     close(fds[1]);
     ChildPipe pipe(fds[0]);
@@ -318,21 +324,26 @@ void RunKillCycles(int cycles) {
     const bool killed = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
     CHECK((killed || (WIFEXITED(status) && WEXITSTATUS(status) == 0)));
     if (!anytime) REQUIRE(report.acks > 0);
-    CheckStore(dir.path(), acked, killed && report.acks > 0);
+    CheckStore(dir.path(), journal, acked, killed && report.acks > 0);
     if (killed) testing::CountFigure("kills");
   }
 }
 
-// CAIRN_KILL_CYCLES cycles (default 5): the CI's reliability step runs this case with more.
+// CAIRN_KILL_CYCLES cycles (default 5) without a journal and as many with one: the CI's
+// reliability step runs this case with more.
 TEST_CASE("ledger kill: acknowledged appends survive SIGKILL", "[ledger][kill]") {
   testing::FigureReport figures;
-  RunKillCycles(static_cast<int>(testing::EnvCount("CAIRN_KILL_CYCLES", 5)));
+  const bool journal = GENERATE(false, true);
+  INFO("journal " << journal);
+  RunKillCycles(static_cast<int>(testing::EnvCount("CAIRN_KILL_CYCLES", 5)), journal);
 }
 
 TEST_CASE("ledger kill: acknowledged appends survive SIGKILL, many times",
           "[ledger][kill][.long]") {
   testing::FigureReport figures;
-  RunKillCycles(100);
+  const bool journal = GENERATE(false, true);
+  INFO("journal " << journal);
+  RunKillCycles(100, journal);
 }
 
 }  // namespace
