@@ -17,6 +17,7 @@
 #include "src/ledger/ledger_io.h"
 #include "src/ledger/segment_scan.h"
 #include "src/ledger/store_impl.h"
+#include "src/util/one_shot_event.h"
 #include "src/util/status_macros.h"
 
 namespace cairn {
@@ -1142,6 +1143,8 @@ struct Part {
 
 }  // namespace
 
+thread_local bool StoreImpl::in_round_callbacks = false;
+
 void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
   std::vector<absl::Status> results(group.size());
   // Ledgers whose appends failed in this group: their later appends fail too (dense ids).
@@ -1565,8 +1568,12 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
       if (journaled()) dirty_[ledger.id] = group[p.appends.front()].ledger;
     }
 
-    // Callbacks for this round, in append order.
+    // Callbacks for this round, in append order; then one wake for every blocking appender
+    // among them.
+    in_round_callbacks = true;
+    bool blocking_answered = false;
     for (size_t i = begin; i < end; ++i) {
+      blocking_answered |= group[i].blocking;
       PendingAppend& a = group[i];
       absl::StatusOr<AppendResult> result;
       if (results[i].ok()) {
@@ -1577,6 +1584,11 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
         result = results[i];
       }
       CompleteAppend(a, std::move(result));
+    }
+    in_round_callbacks = false;
+    if (blocking_answered) {
+      answers_.fetch_add(1);
+      FutexWakeAll(answers_);
     }
     begin = end;
     for (Part& p : parts) {

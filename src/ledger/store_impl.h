@@ -368,6 +368,17 @@ class StoreImpl final : public Store {
   std::atomic<uint64_t> group_commits_{0};
   std::atomic<uint64_t> append_syncs_{0};
   std::atomic<uint64_t> appender_rounds_{0};
+
+ public:
+  // Blocking appenders sleep on this word (a futex) until their answer is there; it is bumped
+  // and every sleeper woken once per round rather than once per appender (ledger_io.cc).
+  std::atomic<uint32_t>& answers() { return answers_; }
+  // True on a thread while it runs a round's callbacks: the round wakes the answers' sleepers
+  // once when they are all done.
+  static thread_local bool in_round_callbacks;
+
+ private:
+  std::atomic<uint32_t> answers_{0};
 };
 
 }  // namespace cairn::internal

@@ -982,7 +982,7 @@ TEST_CASE("ledger store: writers of different ledgers append from several thread
           "[ledger][concurrency]") {
   MemoryStore m;
   auto store = m.Open();
-  constexpr int kThreads = 4, kBatches = 100;
+  constexpr int kThreads = 8, kBatches = 100;
   std::vector<uint64_t> ids;
   std::vector<std::unique_ptr<LedgerWriter>> writers;
   for (int t = 0; t < kThreads; ++t) {
