@@ -14,6 +14,10 @@ Every result line is printed as `cairn perf` wrote it, then a summary.
 
   scripts/perf_shell.py [--build-dir build] [--runs 3] [--messages 2000000] [--partitions 4]
                         [--linger-us 1000] [--latency-linger-us 100] [--latency-seconds 10]
+                        [--journal]
+
+--journal gives the sync step's store a journal (`cairnd standalone --journal-dir`), in a
+directory beside its data on the same device here.
 """
 import argparse
 import os
@@ -32,12 +36,13 @@ def fields(line):
 
 
 class Standalone:
-    def __init__(self, cairnd, data, durability):
+    def __init__(self, cairnd, data, durability, journal=False):
         self.log = os.path.join(data, 'standalone.log')
-        self.proc = subprocess.Popen(
-            [cairnd, 'standalone', '--data-dir', os.path.join(data, 'store'), '--listen',
-             '127.0.0.1:0', '--metrics-listen', 'none', '--durability', durability],
-            stderr=open(self.log, 'w'))
+        args = [cairnd, 'standalone', '--data-dir', os.path.join(data, 'store'), '--listen',
+                '127.0.0.1:0', '--metrics-listen', 'none', '--durability', durability]
+        if journal:
+            args += ['--journal-dir', os.path.join(data, 'journal')]
+        self.proc = subprocess.Popen(args, stderr=open(self.log, 'w'))
         deadline = time.time() + 20
         while time.time() < deadline:
             m = re.search(r'proxy listening on (\S+)', open(self.log).read())
@@ -73,6 +78,8 @@ def main():
     parser.add_argument('--linger-us', type=int, default=1000)
     parser.add_argument('--latency-linger-us', type=int, default=100)
     parser.add_argument('--latency-seconds', type=float, default=10)
+    parser.add_argument('--journal', action='store_true',
+                        help="give the sync step's store a journal")
     a = parser.parse_args()
     cairnd = os.path.join(a.build_dir, 'net', 'cairnd')
     cairn = os.path.join(a.build_dir, 'net', 'cli', 'cairn')
@@ -100,7 +107,7 @@ def main():
         # 2. Latency, sync: the maximum rate, then half of it.
         data = os.path.join(work, 'sync')
         os.makedirs(data)
-        server = Standalone(cairnd, data, 'sync')
+        server = Standalone(cairnd, data, 'sync', a.journal)
         try:
             subprocess.run([cairn, 'topics', 'create', 'perf', '--partitions', str(a.partitions),
                             '--proxy', server.address], check=True, stdout=subprocess.DEVNULL)
@@ -128,7 +135,7 @@ def main():
         print(f'  target >= 1,000,000 msgs/s: {"met" if proxy >= 1e6 else "NOT met"}; '
               f'target >= 0.5x embedded: {"met" if proxy >= 0.5 * embedded else "NOT met"}')
         p99_ms = float(half['p99_us']) / 1000
-        print(f'sync produce: maximum {max_rate:,.0f} msgs/s; at {int(max_rate / 2):,} msgs/s '
+        print(f'sync produce{" (journal)" if a.journal else ""}: maximum {max_rate:,.0f} msgs/s; at {int(max_rate / 2):,} msgs/s '
               f'(linger {a.latency_linger_us} us) achieved {float(half["append_msgs_per_s"]):,.0f}'
               f' msgs/s, p50 {float(half["p50_us"]) / 1000:.2f} ms, p99 {p99_ms:.2f} ms, '
               f'p999 {float(half["p999_us"]) / 1000:.2f} ms')

@@ -77,6 +77,12 @@ enum class IoOp : uint8_t {
   // writes back other programs' dirty data on that file system. Engines without such a call
   // (the in-memory file system) treat it as a sync of everything.
   kSyncFileSystem,
+  // sync_file_range(SYNC_FILE_RANGE_WRITE): starts writing back the dirty pages of
+  // [offset, offset+length) without waiting for them, and makes nothing durable (no metadata, no
+  // device flush). It spreads the work of a later sync over time: a file written through the
+  // page cache is then mostly clean when it is synced. Engines without a page cache (the
+  // in-memory file system) do nothing.
+  kStartWriteback,
 };
 
 // One request. The buffers it points to and the file must stay alive and untouched until its
@@ -96,6 +102,7 @@ struct IoRequest {
   static IoRequest Sync(File* file, uint64_t tag = 0);
   static IoRequest Allocate(File* file, uint64_t offset, uint64_t length, uint64_t tag = 0);
   static IoRequest SyncFileSystem(File* file, uint64_t tag = 0);
+  static IoRequest StartWriteback(File* file, uint64_t offset, uint64_t length, uint64_t tag = 0);
 };
 
 struct IoCompletion {

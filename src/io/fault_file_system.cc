@@ -511,6 +511,10 @@ std::optional<IoCompletion> FaultFileSystem::Admit(const FaultFile& file, const 
     return failed;
   }
   switch (r.op) {
+    case IoOp::kStartWriteback:
+      // Makes nothing durable and changes nothing a crash could keep or drop: passed through.
+      return std::nullopt;
+
     case IoOp::kRead:
       ++stats_.reads;
       if (Draw(faults_.read_error_probability)) {

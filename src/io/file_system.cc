@@ -87,6 +87,12 @@ IoRequest IoRequest::Allocate(File* file, uint64_t offset, uint64_t length, uint
   return r;
 }
 
+IoRequest IoRequest::StartWriteback(File* file, uint64_t offset, uint64_t length, uint64_t tag) {
+  IoRequest r = Allocate(file, offset, length, tag);
+  r.op = IoOp::kStartWriteback;
+  return r;
+}
+
 std::string ParentDirectory(std::string_view path) {
   while (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
   size_t slash = path.rfind('/');
@@ -196,6 +202,7 @@ absl::Status ValidateRequest(const IoRequest& request) {
     case IoOp::kDataSync:
     case IoOp::kSync:
     case IoOp::kSyncFileSystem:
+    case IoOp::kStartWriteback:
       break;
     default:
       return absl::InvalidArgumentError("unknown I/O operation");

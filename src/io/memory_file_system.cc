@@ -87,6 +87,7 @@ class MemoryFile final : public MemoryHandle {
       case IoOp::kDataSync:
       case IoOp::kSync:
       case IoOp::kSyncFileSystem:
+      case IoOp::kStartWriteback:  // No page cache.
         return c;
     }
     c.status = absl::InvalidArgumentError("unknown I/O operation");

@@ -211,6 +211,12 @@ IoCompletion ExecutePosix(const FdFile& file, const IoRequest& request) {
     case IoOp::kSyncFileSystem:
       if (syncfs(file.fd()) != 0) c.status = ErrnoStatus(errno, "syncfs " + file.path());
       return c;
+    case IoOp::kStartWriteback:
+      if (sync_file_range(file.fd(), static_cast<off_t>(request.offset),
+                          static_cast<off_t>(request.length), SYNC_FILE_RANGE_WRITE) != 0) {
+        c.status = ErrnoStatus(errno, "sync_file_range " + file.path());
+      }
+      return c;
     case IoOp::kAllocate: {
       int error = posix_fallocate(file.fd(), static_cast<off_t>(request.offset),
                                   static_cast<off_t>(request.length));

@@ -36,6 +36,8 @@ std::string_view OpName(IoOp op) {
       return "fallocate";
     case IoOp::kSyncFileSystem:
       return "syncfs";
+    case IoOp::kStartWriteback:
+      return "sync_file_range";
   }
   return "unknown";
 }
@@ -176,6 +178,13 @@ class UringQueue final : public IoQueue {
         break;
       case IoOp::kSyncFileSystem:  // Never prepared: run at Submit().
         io_uring_prep_nop(sqe);
+        break;
+      case IoOp::kStartWriteback:
+        // The ring's length is 32 bits; 0 means "to the end of the file", a superset that does
+        // as well for a hint.
+        io_uring_prep_sync_file_range(
+            sqe, fd, r.length > UINT32_MAX ? 0 : static_cast<unsigned>(r.length), r.offset,
+            SYNC_FILE_RANGE_WRITE);
         break;
     }
     io_uring_sqe_set_data64(sqe, index);

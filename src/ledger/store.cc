@@ -46,6 +46,11 @@ constexpr uint64_t kAllocateAheadRounds = 8;
 // Where appends wait for the journal's sync, its file is filled with zeros this far ahead of
 // its batches, so that most rounds write over blocks already written (StartJournalFile).
 constexpr uint64_t kJournalZeroAheadBytes = uint64_t{1} << 20;
+// Segments written behind a journal have the writeback of their pages started (without waiting)
+// once this much (or a quarter of a segment, if less) was written since the last start, so that
+// a checkpoint's fdatasync finds them mostly clean instead of flushing everything written since
+// the last one while rounds wait.
+constexpr uint64_t kWritebackBytes = uint64_t{1} << 20;
 constexpr uint64_t kMaxAllocateAheadBytes = uint64_t{16} << 20;
 // The pieces of an async round's direct write, each started as soon as it is copied.
 constexpr size_t kWritePieceBytes = size_t{1} << 20;
@@ -1389,7 +1394,8 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
     // and made durable by one sync. With direct I/O that write starts at the block holding the
     // journal's end (its bytes are in journal_tail_) and is padded with zeros to a block end.
     uint64_t journal_bytes = 0;  // Batches the round adds to the journal.
-    std::vector<IoRequest> journal_writes;  // The batches' write, then any zeros written ahead.
+    // The journal's write of the batches, any zeros written ahead, and the segments' writebacks.
+    std::vector<IoRequest> extra_requests;
     uint64_t journal_write_start = 0;
     if (journaled()) {
       for (const Part& p : parts) {
@@ -1417,7 +1423,7 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
         });
         std::memset(out + used, 0, size - used);
         journal_write_start = journal_position_ - head;
-        journal_writes.push_back(IoRequest::Write(journal_direct_file_.get(), journal_write_start,
+        extra_requests.push_back(IoRequest::Write(journal_direct_file_.get(), journal_write_start,
                                                   std::span<const char>(out, size)));
         // Where appends wait for the journal's sync, the file is filled with zeros ahead of its
         // batches (kJournalZeroAheadBytes at a time, beside a round's write): a write over
@@ -1427,7 +1433,7 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
         if (segments_behind_journal() &&
             write_end + kJournalZeroAheadBytes / 2 > journal_zeroed_to_) {
           const uint64_t from = std::max(journal_zeroed_to_, write_end);
-          journal_writes.push_back(IoRequest::Write(journal_direct_file_.get(), from,
+          extra_requests.push_back(IoRequest::Write(journal_direct_file_.get(), from,
                                                     ZeroBlocks(kJournalZeroAheadBytes)));
           journal_zeroed_to_ = from + kJournalZeroAheadBytes;
         }
@@ -1437,8 +1443,19 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
         each_batch([&](std::span<const char> bytes) {
           journal.insert(journal.end(), bytes.begin(), bytes.end());
         });
-        journal_writes.push_back(
+        extra_requests.push_back(
             IoRequest::Write(journal_file_.get(), journal_position_, journal));
+      }
+    }
+    if (segments_behind_journal()) {
+      const uint64_t writeback_bytes = std::min(kWritebackBytes, options_.segment_bytes / 4);
+      for (const Part& p : parts) {
+        Segment& segment = p.ledger->segments[p.segment_index];
+        if (p.status.ok() && p.position >= segment.writeback_from + writeback_bytes) {
+          extra_requests.push_back(IoRequest::StartWriteback(
+              p.file.get(), segment.writeback_from, p.position - segment.writeback_from));
+          segment.writeback_from = p.position;
+        }
       }
     }
     absl::Status journal_written;
@@ -1451,7 +1468,7 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
           p.Write(pieces ? kWritePieceBytes : SIZE_MAX, tag,
                   [&](const IoRequest& request) { issue(request, pieces); });
         },
-        journal_writes, &journal_written);
+        extra_requests, &journal_written);
     if (journal_bytes > 0) {
       // Every batch in the journal must also have reached its segment, or replay would bring
       // back an append that failed here (whose ids the ledger then hands out again): a failed

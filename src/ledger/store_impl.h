@@ -60,6 +60,9 @@ struct Segment {
   // The file's size as the worker last set or read it (worker only; unset: ask the file). A
   // kSegmentPreallocated segment is allocated ahead of its writes, up to here.
   std::optional<uint64_t> file_bytes;
+  // Segments written behind a journal (through the page cache): writeback of the bytes before
+  // here has been started (worker only).
+  uint64_t writeback_from = 0;
 };
 
 // A ledger's state. Guarded by `mu` except where noted.

@@ -2,6 +2,7 @@
 //
 // One behaviour suite, run against every file system: io_uring, POSIX, in-memory, and the
 // fault-injecting wrapper (with no faults) over memory and over POSIX.
+#include <algorithm>
 #include <array>
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -187,6 +188,36 @@ TEST_CASE("file systems: sync, allocate and truncate", "[io]") {
   CHECK(*(*file)->Size() == 3);
   CHECK(testing::ReadAll(fs, t->Path("s")) == "hel");
   CHECK(SyncDirectory(fs, **queue, t->root).ok());
+}
+
+// Starting writeback is a hint: it completes with its tag, changes no byte and no size, and a
+// request with a range past the file's end is accepted as well.
+TEST_CASE("file systems: starting writeback changes nothing", "[io]") {
+  auto kind = GENERATE(from_range(testing::AllFileSystemKinds()));
+  auto t = MakeTestFileSystem(kind);
+  INFO("file system " << t->fs().name());
+  FileSystem& fs = t->fs();
+  auto queue = fs.NewQueue({});
+  REQUIRE(queue.ok());
+  auto file = fs.OpenFile(t->Path("w"), Create());
+  REQUIRE(file.ok());
+  const std::string data = Pattern(100000, 3);
+  REQUIRE(WriteAt(**queue, **file, 0, data).ok());
+  REQUIRE((*queue)->Enqueue(IoRequest::StartWriteback(file->get(), 0, 65536, 11)).ok());
+  REQUIRE((*queue)->Enqueue(IoRequest::StartWriteback(file->get(), 65536, 1 << 20, 12)).ok());
+  REQUIRE((*queue)->Submit().ok());
+  std::vector<IoCompletion> done = ReapAll(**queue);
+  REQUIRE(done.size() == 2);
+  std::sort(done.begin(), done.end(),
+            [](const IoCompletion& a, const IoCompletion& b) { return a.tag < b.tag; });
+  for (size_t i = 0; i < done.size(); ++i) {
+    INFO(done[i].status.ToString());
+    CHECK(done[i].status.ok());
+    CHECK(done[i].tag == 11 + i);
+    CHECK(done[i].op == IoOp::kStartWriteback);
+  }
+  CHECK(*(*file)->Size() == data.size());
+  CHECK(testing::ReadAll(fs, t->Path("w")) == data);
 }
 
 TEST_CASE("file systems: metadata operations", "[io]") {
