@@ -77,7 +77,9 @@ struct StoreOptions {
   // Write segments with O_DIRECT in whole aligned blocks, bypassing the page cache: on this
   // kind of machine buffered appends to new files run at a fraction of the device's bandwidth.
   // Where the file system refuses O_DIRECT (tmpfs), segments are written through the page cache
-  // and one line is logged.
+  // and one line is logged. With a journal, the journal is written this way; in sync mode the
+  // segments behind it then go through the page cache, so that a round costs the device only
+  // the journal's write and sync.
   bool direct_io = true;
   // Segment files of deleted ledgers kept, per data directory, for new segments to reuse. On
   // ext4 (and most file systems) overwriting blocks that were already written runs at about

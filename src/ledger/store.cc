@@ -1458,7 +1458,7 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
         }
       }
     }
-    absl::Status journal_written;
+    absl::Status extras_status;  // Of extra_requests.
     // In async mode a big round's writes go in pieces, each started once copied (Part::Write),
     // so that the device is not idle while the worker copies. Where appends are synced, a round
     // keeps one write per segment: a crash tears at most that write, at the segment's end.
@@ -1468,12 +1468,12 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
           p.Write(pieces ? kWritePieceBytes : SIZE_MAX, tag,
                   [&](const IoRequest& request) { issue(request, pieces); });
         },
-        extra_requests, &journal_written);
+        extra_requests, &extras_status);
     if (journal_bytes > 0) {
       // Every batch in the journal must also have reached its segment, or replay would bring
       // back an append that failed here (whose ids the ledger then hands out again): a failed
       // write of the journal or of any segment fails the whole round.
-      absl::Status round_failed = journal_written;
+      absl::Status round_failed = extras_status;
       for (const Part& p : parts) round_failed.Update(p.status);
       if (!round_failed.ok()) {
         journal_file_->Truncate(journal_position_).IgnoreError();  // Best effort.

@@ -1,12 +1,16 @@
 // Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
 //
-// A flag set once by one thread and waited for by another, on a bare futex.
+// Bare futex waits and wakes, and OneShotEvent: a flag set once by one thread and waited for by
+// another.
 //
 // std::atomic<T>::wait in libstdc++ 12 spins and calls sched_yield() a dozen times before it
 // sleeps on a futex. With dozens of threads waiting at once for the store's group commit (each
 // blocking Append waits for its round), those yields kept two cores busy switching between the
 // waiters instead of running the I/O worker: perf showed a third of the machine's time in
 // sched_yield with 64 appenders. Here a waiter sleeps at once.
+//
+// FutexWait returns when `word` no longer holds `expected`, after a wake, or spuriously (a
+// signal): callers re-check their condition in a loop.
 #pragma once
 
 #include <linux/futex.h>
