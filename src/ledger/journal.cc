@@ -86,6 +86,12 @@ absl::Status StoreImpl::Checkpoint() {
                                             absl::StrCat(options_.journal_dir, "/CHECKPOINT"),
                                             EncodeJournalCheckpoint({seq, kJournalHeaderBytes})));
   dirty_.clear();
+  {
+    std::lock_guard lock(mu_);
+    ++checkpoints_;
+    deleted_since_checkpoint_.clear();
+  }
+  checkpointed_.notify_all();
   // 3. Older journal files are no longer needed.
   CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, fs_->ListDirectory(options_.journal_dir));
   for (const std::string& name : names) {

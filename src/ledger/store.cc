@@ -551,6 +551,7 @@ absl::Status StoreImpl::Close() {
     stopping_ = true;
   }
   work_.notify_all();
+  checkpointed_.notify_all();
   if (worker_.joinable()) worker_.join();
 
   absl::Status status;
@@ -601,13 +602,27 @@ absl::StatusOr<std::shared_ptr<Ledger>> StoreImpl::FindLedger(uint64_t id) {
 absl::StatusOr<uint64_t> StoreImpl::CreateLedger(std::optional<uint64_t> requested) {
   uint64_t id;
   {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
     if (closed_) return absl::FailedPreconditionError("the store is closed");
     if (!fail_stop_.ok()) return fail_stop_;
     if (requested.has_value()) {
       id = *requested;
       if (ledgers_.count(id))
         return absl::AlreadyExistsError(absl::StrCat("ledger ", id, " exists"));
+      if (deleted_since_checkpoint_.count(id)) {
+        // See deleted_since_checkpoint_. Any checkpoint that ends from now on will do: no round
+        // runs during one, and the old ledger's last round came before its delete.
+        const uint64_t target = checkpoints_ + 1;
+        checkpoint_requested_ = true;
+        work_.notify_one();
+        checkpointed_.wait(lock, [&] {
+          return checkpoints_ >= target || !fail_stop_.ok() || stopping_ || closed_;
+        });
+        if (!fail_stop_.ok()) return fail_stop_;
+        if (checkpoints_ < target) return absl::FailedPreconditionError("the store is closed");
+        if (ledgers_.count(id))
+          return absl::AlreadyExistsError(absl::StrCat("ledger ", id, " exists"));
+      }
     } else {
       if (any_ledger_ && highest_id_ == UINT64_MAX) {
         return absl::ResourceExhaustedError("no ledger id left above the highest one in use");
@@ -692,6 +707,7 @@ absl::Status StoreImpl::DeleteLedger(uint64_t id) {
     ledger->deleted = true;
     ledgers_.erase(it);
     ledger->changed.notify_all();
+    if (journaled()) deleted_since_checkpoint_.insert(id);
   }
   std::vector<std::string> index_paths;
   {
@@ -828,6 +844,7 @@ void StoreImpl::FailStop(const absl::Status& cause) {
     fail_stop_ = absl::UnavailableError(
         absl::StrCat("the store is read-only after an I/O failure (", cause.ToString(), ")"));
   }
+  checkpointed_.notify_all();
   if (options_.log) options_.log(LogLevel::kError, absl::StrCat("store: ", cause.ToString()));
 }
 
@@ -1035,7 +1052,23 @@ void StoreImpl::WorkerLoop() {
   std::unique_lock lock(mu_);
   for (;;) {
     // A round run by an appender ends before the worker starts one or stops.
-    work_.wait(lock, [&] { return !round_running_ && (stopping_ || !queue_.empty()); });
+    work_.wait(lock, [&] {
+      return !round_running_ && (stopping_ || !queue_.empty() || checkpoint_requested_);
+    });
+    if (checkpoint_requested_) {
+      // Asked for by CreateLedger; runs like a round, so that no round overlaps it.
+      checkpoint_requested_ = false;
+      round_running_ = true;
+      const bool failed = !fail_stop_.ok();
+      lock.unlock();
+      if (!failed) {
+        absl::Status checkpointed = Checkpoint();
+        if (!checkpointed.ok()) FailStop(Annotate(checkpointed, "journal checkpoint"));
+      }
+      lock.lock();
+      round_running_ = false;
+      continue;
+    }
     if (queue_.empty()) break;  // Stopping, and everything is done.
     if (options_.group_commit_max_delay_us > 0 && !stopping_) {
       // Give more appenders a chance to join this group.

@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -357,6 +358,14 @@ class StoreImpl final : public Store {
   uint64_t journal_seq_ = 0;
   uint64_t journal_position_ = 0;
   std::map<uint64_t, std::shared_ptr<Ledger>> dirty_;  // Written since the last checkpoint.
+  // Reusing the id of a ledger deleted since the last checkpoint: the journal still holds the
+  // old ledger's batches, and replay would take them for the new one's. CreateLedger asks the
+  // worker for a checkpoint first (checkpoint_requested_) and waits until checkpoints_ moves.
+  // Guarded by mu_.
+  std::set<uint64_t> deleted_since_checkpoint_;
+  bool checkpoint_requested_ = false;
+  uint64_t checkpoints_ = 0;
+  std::condition_variable checkpointed_;  // checkpoints_ moved, or the store stopped or failed.
 
   // Owned by the round (the worker thread or a blocking appender's, one at a time).
   std::unique_ptr<IoQueue> worker_queue_;

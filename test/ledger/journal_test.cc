@@ -375,5 +375,61 @@ TEST_CASE("journal: rounds write over zeros written ahead, which recovery takes 
   CheckLedger(**store, id, kAppends);
 }
 
+// A ledger deleted and created again under the same id between two checkpoints: the journal still
+// holds the old ledger's batches, which must not be replayed into the new one.
+TEST_CASE("journal: a ledger deleted and created again gets none of the old one's batches",
+          "[ledger][journal]") {
+  JournalStore j;
+  StoreOptions options = j.Options();
+  options.journal_file_bytes = uint64_t{8} << 20;  // No checkpoint during the appends.
+  constexpr uint64_t kId = 42;
+  constexpr int kOld = 20, kNew = 5;
+  {
+    auto store = Store::Open(options);
+    REQUIRE(store.ok());
+    REQUIRE(*(*store)->CreateLedger(kId) == kId);
+    {
+      auto writer = (*store)->OpenWriter(kId);
+      REQUIRE(writer.ok());
+      for (int i = 0; i < kOld; ++i) AppendOne(**writer, i);
+    }
+    REQUIRE((*store)->DeleteLedger(kId).ok());
+    REQUIRE(*(*store)->CreateLedger(kId) == kId);
+    auto writer = (*store)->OpenWriter(kId);
+    REQUIRE(writer.ok());
+    // The new ledger's values differ from the old one's at the same ids.
+    for (int i = 0; i < kNew; ++i) {
+      BatchBuilder batch;
+      const std::string value = "new" + std::to_string(i);
+      REQUIRE(batch.Add({.key = std::nullopt, .value = value, .timestamp_us = 1}).ok());
+      auto result = (*writer)->Append(batch);
+      REQUIRE(result.ok());
+      REQUIRE(result->first_entry_id == uint64_t(i));
+    }
+    CrashOptions crash;
+    crash.tear_last_write = false;
+    REQUIRE(j.fault->SimulateCrash(crash).ok());
+  }
+  auto store = Store::Open(options);
+  INFO(store.status().ToString());
+  REQUIRE(store.ok());
+  auto reader = (*store)->OpenReader(kId);
+  REQUIRE(reader.ok());
+  CHECK((*reader)->last_add_confirmed() == kNew - 1);
+  std::vector<std::string> values;
+  for (uint64_t next = 0; next < kNew;) {
+    auto read = (*reader)->Read(next);
+    INFO(read.status().ToString());
+    REQUIRE(read.ok());
+    for (const BatchView& batch : read->batches()) {
+      for (const EntryView& entry : batch) {
+        values.emplace_back(entry.value);
+        ++next;
+      }
+    }
+  }
+  CHECK(values == std::vector<std::string>{"new0", "new1", "new2", "new3", "new4"});
+}
+
 }  // namespace
 }  // namespace cairn
