@@ -1623,8 +1623,8 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
     in_round_callbacks = true;
     bool blocking_answered = false;
     for (size_t i = begin; i < end; ++i) {
-      blocking_answered |= group[i].blocking;
       PendingAppend& a = group[i];
+      blocking_answered |= a.blocking;
       absl::StatusOr<AppendResult> result;
       if (results[i].ok()) {
         result = AppendResult{a.first_entry_id, a.first_entry_id + a.entry_count - 1};
