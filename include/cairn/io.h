@@ -206,6 +206,9 @@ absl::Status Sync(IoQueue& queue, File& file);
 absl::Status Allocate(IoQueue& queue, File& file, uint64_t offset, uint64_t length);
 // Opens `directory` and fsyncs it.
 absl::Status SyncDirectory(FileSystem& fs, IoQueue& queue, std::string_view directory);
+// Runs `requests` side by side (in submissions of at most the queue's depth) and waits for every
+// one of them, in any order; returns the first error among them. Their tags are not looked at.
+absl::Status RunAll(IoQueue& queue, std::span<const IoRequest> requests);
 // Reads the whole file.
 absl::StatusOr<std::string> ReadFile(FileSystem& fs, IoQueue& queue, std::string_view path);
 

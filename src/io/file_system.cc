@@ -170,6 +170,31 @@ absl::Status SyncDirectory(FileSystem& fs, IoQueue& queue, std::string_view dire
   return Sync(queue, *dir);
 }
 
+absl::Status RunAll(IoQueue& queue, std::span<const IoRequest> requests) {
+  if (queue.in_flight() != 0) {
+    return absl::FailedPreconditionError("blocking I/O on a queue with requests in flight");
+  }
+  absl::Status first;
+  std::array<IoCompletion, 32> done;
+  size_t next = 0;
+  while (next < requests.size() || queue.in_flight() > 0) {
+    bool queued = false;
+    while (next < requests.size() && queue.in_flight() < queue.depth()) {
+      absl::Status enqueued = queue.Enqueue(requests[next++]);
+      if (enqueued.ok()) {
+        queued = true;
+      } else {
+        first.Update(enqueued);
+      }
+    }
+    if (queued) CAIRN_RETURN_IF_ERROR(queue.Submit());
+    if (queue.in_flight() == 0) continue;
+    CAIRN_ASSIGN_OR_RETURN(size_t n, queue.Reap(done, 1));
+    for (size_t k = 0; k < n; ++k) first.Update(done[k].status);
+  }
+  return first;
+}
+
 absl::StatusOr<std::string> ReadFile(FileSystem& fs, IoQueue& queue, std::string_view path) {
   OpenOptions options;
   options.read_only = true;

@@ -72,13 +72,9 @@ absl::Status StoreImpl::Checkpoint() {
   IoQueue& queue = *worker_queue_;
   // 1. Every segment written since the last checkpoint: durable, with an index that covers it.
   //    (Segments finished by a roll were synced and indexed then.)
-  for (auto& [id, ledger] : dirty_) {
-    std::lock_guard lock(ledger->mu);
-    if (ledger->deleted || ledger->segments.empty() || ledger->segments.back().sealed) continue;
-    Segment& segment = ledger->segments.back();
-    CAIRN_RETURN_IF_ERROR(FinishSegmentFile(queue, segment));
-    CAIRN_RETURN_IF_ERROR(WriteSegmentIndex(queue, segment, id));
-  }
+  std::vector<std::shared_ptr<Ledger>> dirty;
+  for (auto& [id, ledger] : dirty_) dirty.push_back(ledger);
+  CAIRN_RETURN_IF_ERROR(FinishOpenSegments(queue, dirty));
   // 2. A new journal file, then the record that says replay starts there.
   const uint64_t seq = journal_seq_ + 1;
   CAIRN_RETURN_IF_ERROR(StartJournalFile(seq));
@@ -92,14 +88,17 @@ absl::Status StoreImpl::Checkpoint() {
     deleted_since_checkpoint_.clear();
   }
   checkpointed_.notify_all();
-  // 3. Older journal files are no longer needed.
+  // 3. Older journal files are no longer needed. They go in the background: appends wait for
+  //    this checkpoint, not for the unlinks.
   CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, fs_->ListDirectory(options_.journal_dir));
+  std::vector<std::string> old_files;
   for (const std::string& name : names) {
     std::optional<uint64_t> old = ParseHexName(name, ".jnl");
     if (old.has_value() && *old < seq) {
-      CAIRN_RETURN_IF_ERROR(fs_->RemoveFile(absl::StrCat(options_.journal_dir, "/", name)));
+      old_files.push_back(absl::StrCat(options_.journal_dir, "/", name));
     }
   }
+  RemoveInBackground(std::move(old_files));
   return absl::OkStatus();
 }
 

@@ -565,13 +565,7 @@ absl::Status StoreImpl::Close() {
   }
   if (!failed && opened_ && worker_queue_ != nullptr) {
     // Checkpoint every open segment, so that the next Open reads no tail at all.
-    for (const auto& ledger : ledgers) {
-      std::lock_guard lock(ledger->mu);
-      if (ledger->segments.empty() || ledger->segments.back().sealed) continue;
-      Segment& segment = ledger->segments.back();
-      status.Update(FinishSegmentFile(*worker_queue_, segment));
-      if (status.ok()) status.Update(WriteSegmentIndex(*worker_queue_, segment, ledger->id));
-    }
+    status.Update(FinishOpenSegments(*worker_queue_, ledgers));
     if (status.ok() && journaled()) {
       dirty_.clear();  // All written above.
       status.Update(Checkpoint());
@@ -582,10 +576,53 @@ absl::Status StoreImpl::Close() {
       }
     }
   }
+  StopRemover();
   ledgers_.clear();
   worker_queue_.reset();
   locks_.clear();
   return status;
+}
+
+void StoreImpl::RemoveInBackground(std::vector<std::string> paths) {
+  if (paths.empty()) return;
+  {
+    std::lock_guard lock(remover_mu_);
+    for (std::string& path : paths) {
+      if (std::find(to_remove_.begin(), to_remove_.end(), path) == to_remove_.end()) {
+        to_remove_.push_back(std::move(path));
+      }
+    }
+    if (!remover_.joinable()) {
+      remover_ = std::thread([this] {
+        std::unique_lock lock(remover_mu_);
+        for (;;) {
+          remover_cv_.wait(lock, [&] { return remover_stopping_ || !to_remove_.empty(); });
+          if (to_remove_.empty()) return;  // Stopping, and everything is removed.
+          // Stays queued while it is removed, so that it is not queued again meanwhile.
+          const std::string path = to_remove_.front();
+          lock.unlock();
+          absl::Status removed = fs_->RemoveFile(path);
+          if (!removed.ok() && !absl::IsNotFound(removed) && options_.log) {
+            options_.log(LogLevel::kWarning,
+                         absl::StrCat("removing ", path, " (tried again at the next checkpoint): ",
+                                      removed.ToString()));
+          }
+          lock.lock();
+          to_remove_.pop_front();
+        }
+      });
+    }
+  }
+  remover_cv_.notify_one();
+}
+
+void StoreImpl::StopRemover() {
+  {
+    std::lock_guard lock(remover_mu_);
+    remover_stopping_ = true;
+  }
+  remover_cv_.notify_one();
+  if (remover_.joinable()) remover_.join();
 }
 
 // --- Ledger metadata
@@ -867,15 +904,23 @@ absl::StatusOr<IndexCache::Index> StoreImpl::SealedIndex(IoQueue& queue, const S
 
 // --- Segments ------------------------------------------------------------------------------------
 
-absl::Status StoreImpl::WriteSegmentIndex(IoQueue& queue, const Segment& segment,
-                                          uint64_t ledger_id) {
+namespace {
+
+std::string EncodeSegmentIndex(const Segment& segment, uint64_t ledger_id) {
   IndexHeader header{ledger_id,
                      segment.base_entry_id,
                      segment.end_position,
                      segment.end_entry_id,
                      segment.max_timestamp_us,
                      segment.index.size()};
-  return WriteFileAtomically(queue, IndexPathOf(segment), EncodeIndex(header, segment.index));
+  return EncodeIndex(header, segment.index);
+}
+
+}  // namespace
+
+absl::Status StoreImpl::WriteSegmentIndex(IoQueue& queue, const Segment& segment,
+                                          uint64_t ledger_id) {
+  return WriteFileAtomically(queue, IndexPathOf(segment), EncodeSegmentIndex(segment, ledger_id));
 }
 
 absl::Status StoreImpl::CreateSegment(IoQueue& queue, Ledger& ledger, uint64_t base_entry_id) {
@@ -924,6 +969,66 @@ absl::Status StoreImpl::CreateSegment(IoQueue& queue, Ledger& ledger, uint64_t b
   segment.tail_loaded = true;
   std::lock_guard lock(ledger.mu);
   ledger.segments.push_back(std::move(segment));
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::FinishOpenSegments(IoQueue& queue,
+                                           const std::vector<std::shared_ptr<Ledger>>& ledgers) {
+  // Ledgers per group: each holds two more files open (its index's temporary file and its
+  // directory) until the group is done.
+  constexpr size_t kGroup = 64;
+  for (size_t from = 0; from < ledgers.size(); from += kGroup) {
+    struct Item {
+      Segment* segment;
+      std::string index;
+      std::string path;
+      std::unique_ptr<File> tmp;
+    };
+    // Each ledger's lock is held until its index is in place, as FinishSegmentFile's callers
+    // do: SealLedger and DeleteLedger wait for it. Only this thread takes more than one ledger
+    // lock, in the order of `ledgers`.
+    std::vector<std::unique_lock<std::mutex>> locks;
+    std::vector<Item> items;
+    items.reserve(kGroup);  // Requests point into the items.
+    std::vector<IoRequest> requests;
+    for (size_t k = from; k < std::min(ledgers.size(), from + kGroup); ++k) {
+      Ledger& ledger = *ledgers[k];
+      std::unique_lock lock(ledger.mu);
+      if (ledger.deleted || ledger.segments.empty() || ledger.segments.back().sealed) continue;
+      Segment& segment = ledger.segments.back();
+      CAIRN_ASSIGN_OR_RETURN(uint64_t size, segment.file->Size());
+      if (size > segment.end_position) {
+        // Zero padding of the last direct write (or a failed write's leftovers).
+        CAIRN_RETURN_IF_ERROR(segment.file->Truncate(segment.end_position));
+      }
+      if (size > segment.end_position || !segments_synced()) {
+        requests.push_back(IoRequest::DataSync(segment.file.get()));
+      }
+      Item& item = items.emplace_back(Item{&segment, EncodeSegmentIndex(segment, ledger.id),
+                                           IndexPathOf(segment), nullptr});
+      OpenOptions create;
+      create.create = true;
+      CAIRN_ASSIGN_OR_RETURN(item.tmp, fs_->OpenFile(item.path + ".tmp", create));
+      CAIRN_RETURN_IF_ERROR(item.tmp->Truncate(0));
+      requests.push_back(IoRequest::Write(item.tmp.get(), 0, item.index));
+      locks.push_back(std::move(lock));
+    }
+    if (items.empty()) continue;
+    // The segments' data and the indexes' bytes, then the indexes' syncs, then their names.
+    CAIRN_RETURN_IF_ERROR(RunAll(queue, requests));
+    requests.clear();
+    for (const Item& item : items) requests.push_back(IoRequest::DataSync(item.tmp.get()));
+    CAIRN_RETURN_IF_ERROR(RunAll(queue, requests));
+    std::vector<std::unique_ptr<File>> dirs;
+    requests.clear();
+    for (Item& item : items) {
+      item.tmp.reset();
+      CAIRN_RETURN_IF_ERROR(fs_->RenameFile(item.path + ".tmp", item.path));
+      CAIRN_ASSIGN_OR_RETURN(dirs.emplace_back(), fs_->OpenDirectory(ParentDirectory(item.path)));
+      requests.push_back(IoRequest::Sync(dirs.back().get()));
+    }
+    CAIRN_RETURN_IF_ERROR(RunAll(queue, requests));
+  }
   return absl::OkStatus();
 }
 

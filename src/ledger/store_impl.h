@@ -286,6 +286,11 @@ class StoreImpl final : public Store {
   // Makes a segment's file end exactly at its last batch (dropping direct-write padding) and
   // durable, before an index claims to cover it.
   absl::Status FinishSegmentFile(IoQueue& queue, Segment& segment);
+  // FinishSegmentFile and WriteSegmentIndex for the open segment of each of `ledgers` that has
+  // one (checkpoints, Close): the files of a group of ledgers are synced side by side, so that n
+  // ledgers wait for three rounds of syncs per group rather than four syncs each, one after
+  // another. Worker, or Close once the worker stopped.
+  absl::Status FinishOpenSegments(IoQueue& queue, const std::vector<std::shared_ptr<Ledger>>& ledgers);
   // Opens the open segment's O_DIRECT handle and loads its partial last block, unless direct
   // I/O is off (worker, idle queue). Turns direct I/O off if the file system refuses it.
   absl::Status PrepareDirect(Segment& segment);
@@ -373,6 +378,19 @@ class StoreImpl final : public Store {
   BufferPool buffers_{uint64_t{64} << 20};
   std::vector<char> journal_buffer_;
   std::thread worker_;
+
+  // Files no longer needed, removed by a thread of their own rather than by the round that
+  // finds them: unlinking a 64 MiB journal file took about 30 ms here, a stall for every
+  // append waiting behind the checkpoint. A file left behind by a crash is harmless (recovery
+  // skips journal files older than the checkpoint) and the next checkpoint removes it.
+  void RemoveInBackground(std::vector<std::string> paths);
+  // Removes what is queued, then stops the thread (Close).
+  void StopRemover();
+  std::mutex remover_mu_;
+  std::condition_variable remover_cv_;
+  std::deque<std::string> to_remove_;  // guarded by remover_mu_
+  bool remover_stopping_ = false;      // guarded by remover_mu_
+  std::thread remover_;
 
   // StoreStats, counted by the rounds (relaxed: they order nothing).
   std::atomic<uint64_t> appends_acknowledged_{0};

@@ -136,6 +136,50 @@ TEST_CASE("file systems: many requests in one submission complete with their tag
   for (int i = 0; i < kWrites; ++i) CHECK(back[i] == blocks[i]);
 }
 
+TEST_CASE("file systems: RunAll runs more requests than the queue holds, and reports an error",
+          "[io]") {
+  auto kind = GENERATE(from_range(testing::AllFileSystemKinds()));
+  auto t = MakeTestFileSystem(kind);
+  INFO("file system " << t->fs().name());
+  FileSystem& fs = t->fs();
+  auto queue = fs.NewQueue(IoQueueOptions{.depth = 8});
+  REQUIRE(queue.ok());
+  auto file = fs.OpenFile(t->Path("all"), Create());
+  REQUIRE(file.ok());
+  constexpr int kWrites = 50;
+  std::vector<std::string> blocks;
+  std::vector<IoRequest> writes;
+  for (int i = 0; i < kWrites; ++i) blocks.push_back(Pattern(4096, 300 + i));
+  for (int i = 0; i < kWrites; ++i) {
+    writes.push_back(IoRequest::Write(file->get(), uint64_t(i) * 4096, blocks[i]));
+  }
+  REQUIRE(RunAll(**queue, writes).ok());
+  CHECK((*queue)->in_flight() == 0);
+  std::string back(kWrites * 4096, 'x');
+  auto got = ReadAt(**queue, **file, 0, std::span<char>(back));
+  REQUIRE(got.ok());
+  CHECK(*got == back.size());
+  for (int i = 0; i < kWrites; ++i) CHECK(back.substr(i * 4096, 4096) == blocks[i]);
+
+  // A request that fails does not stop the others, and its error is the answer.
+  OpenOptions read_only;
+  read_only.read_only = true;
+  auto reader = fs.OpenFile(t->Path("all"), read_only);
+  REQUIRE(reader.ok());
+  const std::string changed = Pattern(4096, 999);
+  std::vector<IoRequest> mixed = {IoRequest::Write(file->get(), 0, changed),
+                                  IoRequest::Write(reader->get(), 4096, changed),
+                                  IoRequest::Write(file->get(), 2 * 4096, changed)};
+  CHECK_FALSE(RunAll(**queue, mixed).ok());
+  CHECK((*queue)->in_flight() == 0);
+  got = ReadAt(**queue, **file, 0, std::span<char>(back));
+  REQUIRE(got.ok());
+  CHECK(back.substr(0, 4096) == changed);
+  CHECK(back.substr(4096, 4096) == blocks[1]);
+  CHECK(back.substr(2 * 4096, 4096) == changed);
+  CHECK(RunAll(**queue, {}).ok());
+}
+
 TEST_CASE("file systems: queue misuse is reported", "[io]") {
   auto kind = GENERATE(from_range(testing::AllFileSystemKinds()));
   auto t = MakeTestFileSystem(kind);

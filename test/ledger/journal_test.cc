@@ -4,10 +4,12 @@
 // are written behind it, and recovery replays the journal from its checkpoint.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <catch2/catch.hpp>
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cairn/fault_injection.h"
@@ -119,8 +121,12 @@ TEST_CASE("journal: acknowledged appends are replayed from the journal after a c
       for (int i = 0; i < kLedgers; ++i) AppendOne(*writers[i], counts[i]++);
     }
     CHECK((*store)->GetLedgerInfo(ids[0])->segment_count > 1);
-    // Old journal files are dropped at checkpoints: only the current one (and at most one being
-    // replaced) remain.
+    // Old journal files are dropped after checkpoints, by a thread of their own: soon only the
+    // current one (and at most one being replaced) remain.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (JournalFiles(*j.fault) > 2 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     CHECK(JournalFiles(*j.fault) <= 2);
     // Nothing of the segments' tails was synced by the appends themselves: a crash now drops it,
     // and recovery must rebuild it from the journal.
@@ -158,6 +164,50 @@ TEST_CASE("journal: acknowledged appends are replayed from the journal after a c
   CHECK((*store)->recovery_report().clean_shutdown);
   CHECK((*store)->recovery_report().bytes_scanned == 0);
   for (int i = 0; i < kLedgers; ++i) CheckLedger(**store, ids[i], counts[i]);
+}
+
+// A checkpoint finishes the open segments of every ledger written since the last one side by
+// side (FinishOpenSegments); what it wrote must read back after a clean close, and the journal
+// files it replaced must be gone by then.
+TEST_CASE("journal: checkpoints of many ledgers, and a close, leave one journal file",
+          "[ledger][journal]") {
+  JournalStore j;
+  constexpr int kLedgers = 70;  // More than one group of ledgers finished side by side.
+  std::vector<uint64_t> ids;
+  uint64_t appends = 0;
+  {
+    auto store = Store::Open(j.Options());
+    REQUIRE(store.ok());
+    std::vector<std::unique_ptr<LedgerWriter>> writers;
+    for (int i = 0; i < kLedgers; ++i) {
+      ids.push_back(*(*store)->CreateLedger());
+      writers.push_back(std::move(*(*store)->OpenWriter(ids.back())));
+    }
+    // Checkpoints so far: each ends by putting a new CHECKPOINT record in place.
+    auto checkpoints = [&] {
+      int n = 0;
+      for (const FaultOperation& op : j.fault->OperationLog()) {
+        n += op.kind == FaultOperation::Kind::kRename && op.path == "/journal/CHECKPOINT";
+      }
+      return n;
+    };
+    const int before = checkpoints();
+    for (; checkpoints() < before + 3; ++appends) {
+      REQUIRE(appends < 2000);
+      for (int i = 0; i < kLedgers; ++i) AppendOne(*writers[i], appends);
+    }
+    writers.clear();
+    REQUIRE((*store)->Close().ok());
+    CHECK(JournalFiles(*j.fault) == 1);
+  }
+  // A crash now loses nothing: the close synced everything.
+  CrashOptions crash;
+  crash.tear_last_write = false;
+  REQUIRE(j.fault->SimulateCrash(crash).ok());
+  auto store = Store::Open(j.Options());
+  REQUIRE(store.ok());
+  CHECK((*store)->recovery_report().bytes_scanned == 0);
+  for (uint64_t id : ids) CheckLedger(**store, id, appends);
 }
 
 TEST_CASE("journal: one sync acknowledges appends of many ledgers",
