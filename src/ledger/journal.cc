@@ -26,17 +26,18 @@ std::string JournalName(uint64_t seq) { return HexId(seq) + ".jnl"; }
 
 }  // namespace
 
-absl::Status StoreImpl::StartJournalFile(uint64_t seq) {
-  IoQueue& queue = *worker_queue_;
-  const std::string path = absl::StrCat(options_.journal_dir, "/", JournalName(seq));
+absl::StatusOr<std::unique_ptr<File>> StoreImpl::CreateJournalFile(uint64_t seq) {
   OpenOptions create;
   create.create = true;
-  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> file, fs_->OpenFile(path, create));
+  CAIRN_ASSIGN_OR_RETURN(
+      std::unique_ptr<File> file,
+      fs_->OpenFile(absl::StrCat(options_.journal_dir, "/", JournalName(seq)), create));
   CAIRN_RETURN_IF_ERROR(file->Truncate(0));
-  const std::string header = EncodeJournalHeader(seq);
-  CAIRN_RETURN_IF_ERROR(WriteAt(queue, *file, 0, header));
-  CAIRN_RETURN_IF_ERROR(DataSync(queue, *file));
-  CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, queue, options_.journal_dir));
+  return file;
+}
+
+absl::Status StoreImpl::UseJournalFile(uint64_t seq, std::unique_ptr<File> file) {
+  const std::string path = absl::StrCat(options_.journal_dir, "/", JournalName(seq));
   // Rounds are written with O_DIRECT where the file system takes it: a direct write and an
   // fdatasync here ran faster than a buffered write and an fdatasync (docs/storage.md).
   std::unique_ptr<File> direct_file;
@@ -50,6 +51,7 @@ absl::Status StoreImpl::StartJournalFile(uint64_t seq) {
       return opened.status();
     }  // else: O_DIRECT refused (tmpfs): the journal goes through the page cache.
   }
+  const std::string header = EncodeJournalHeader(seq);
   journal_file_ = std::move(file);
   journal_direct_file_ = std::move(direct_file);
   journal_tail_.assign(header.begin(), header.end());
@@ -72,15 +74,17 @@ absl::Status StoreImpl::Checkpoint() {
   IoQueue& queue = *worker_queue_;
   // 1. Every segment written since the last checkpoint: durable, with an index that covers it.
   //    (Segments finished by a roll were synced and indexed then.)
+  // 2. A new journal file, then the record that says replay starts there, once the segments,
+  //    their indexes and the new file are durable. All of it goes side by side where order
+  //    allows (FinishOpenSegments).
   std::vector<std::shared_ptr<Ledger>> dirty;
   for (auto& [id, ledger] : dirty_) dirty.push_back(ledger);
-  CAIRN_RETURN_IF_ERROR(FinishOpenSegments(queue, dirty));
-  // 2. A new journal file, then the record that says replay starts there.
   const uint64_t seq = journal_seq_ + 1;
-  CAIRN_RETURN_IF_ERROR(StartJournalFile(seq));
-  CAIRN_RETURN_IF_ERROR(WriteFileAtomically(queue,
-                                            absl::StrCat(options_.journal_dir, "/CHECKPOINT"),
-                                            EncodeJournalCheckpoint({seq, kJournalHeaderBytes})));
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> journal, CreateJournalFile(seq));
+  const JournalSwitch then{journal.get(), EncodeJournalHeader(seq),
+                           EncodeJournalCheckpoint({seq, kJournalHeaderBytes})};
+  CAIRN_RETURN_IF_ERROR(FinishOpenSegments(queue, dirty, &then));
+  CAIRN_RETURN_IF_ERROR(UseJournalFile(seq, std::move(journal)));
   dirty_.clear();
   {
     std::lock_guard lock(mu_);

@@ -44,7 +44,7 @@ constexpr uint64_t kAllocateAheadBytes = uint64_t{1} << 20;
 // extend a file are serialised by the file system.
 constexpr uint64_t kAllocateAheadRounds = 8;
 // Where appends wait for the journal's sync, its file is filled with zeros this far ahead of
-// its batches, so that most rounds write over blocks already written (StartJournalFile).
+// its batches, so that most rounds write over blocks already written (UseJournalFile).
 constexpr uint64_t kJournalZeroAheadBytes = uint64_t{1} << 20;
 // Segments written behind a journal have the writeback of their pages started (without waiting)
 // once this much (or a quarter of a segment, if less) was written since the last start, so that
@@ -585,6 +585,17 @@ absl::Status StoreImpl::Close() {
 
 void StoreImpl::RemoveInBackground(std::vector<std::string> paths) {
   if (paths.empty()) return;
+  // A file that cannot be removed now is found again by the next checkpoint.
+  auto remove = [this](const std::string& path) {
+    absl::Status removed = fs_->RemoveFile(path);
+    if (!removed.ok() && !absl::IsNotFound(removed) && options_.log) {
+      options_.log(LogLevel::kWarning, absl::StrCat("removing ", path, ": ", removed.ToString()));
+    }
+  };
+  if (!options_.remove_in_background) {
+    for (const std::string& path : paths) remove(path);
+    return;
+  }
   {
     std::lock_guard lock(remover_mu_);
     for (std::string& path : paths) {
@@ -593,7 +604,7 @@ void StoreImpl::RemoveInBackground(std::vector<std::string> paths) {
       }
     }
     if (!remover_.joinable()) {
-      remover_ = std::thread([this] {
+      remover_ = std::thread([this, remove] {
         std::unique_lock lock(remover_mu_);
         for (;;) {
           remover_cv_.wait(lock, [&] { return remover_stopping_ || !to_remove_.empty(); });
@@ -601,12 +612,7 @@ void StoreImpl::RemoveInBackground(std::vector<std::string> paths) {
           // Stays queued while it is removed, so that it is not queued again meanwhile.
           const std::string path = to_remove_.front();
           lock.unlock();
-          absl::Status removed = fs_->RemoveFile(path);
-          if (!removed.ok() && !absl::IsNotFound(removed) && options_.log) {
-            options_.log(LogLevel::kWarning,
-                         absl::StrCat("removing ", path, " (tried again at the next checkpoint): ",
-                                      removed.ToString()));
-          }
+          remove(path);
           lock.lock();
           to_remove_.pop_front();
         }
@@ -973,25 +979,38 @@ absl::Status StoreImpl::CreateSegment(IoQueue& queue, Ledger& ledger, uint64_t b
 }
 
 absl::Status StoreImpl::FinishOpenSegments(IoQueue& queue,
-                                           const std::vector<std::shared_ptr<Ledger>>& ledgers) {
+                                           const std::vector<std::shared_ptr<Ledger>>& ledgers,
+                                           const JournalSwitch* then) {
   // Ledgers per group: each holds two more files open (its index's temporary file and its
   // directory) until the group is done.
   constexpr size_t kGroup = 64;
-  for (size_t from = 0; from < ledgers.size(); from += kGroup) {
-    struct Item {
-      Segment* segment;
-      std::string index;
+  const size_t groups = std::max<size_t>(1, (ledgers.size() + kGroup - 1) / kGroup);
+  for (size_t group = 0; group < groups; ++group) {
+    // An index file (or the CHECKPOINT record) being written: at `path` + ".tmp" until it is
+    // durable, then renamed.
+    struct NewFile {
       std::string path;
+      std::string data;
       std::unique_ptr<File> tmp;
     };
+    const JournalSwitch* journal = group + 1 == groups ? then : nullptr;
     // Each ledger's lock is held until its index is in place, as FinishSegmentFile's callers
     // do: SealLedger and DeleteLedger wait for it. Only this thread takes more than one ledger
     // lock, in the order of `ledgers`.
     std::vector<std::unique_lock<std::mutex>> locks;
-    std::vector<Item> items;
-    items.reserve(kGroup);  // Requests point into the items.
+    std::vector<NewFile> files;  // The indexes, then the CHECKPOINT record.
+    files.reserve(kGroup + 1);   // Requests point into the files.
     std::vector<IoRequest> requests;
-    for (size_t k = from; k < std::min(ledgers.size(), from + kGroup); ++k) {
+    auto start_file = [&](std::string path, std::string data) -> absl::Status {
+      NewFile& file = files.emplace_back(NewFile{std::move(path), std::move(data), nullptr});
+      OpenOptions create;
+      create.create = true;
+      CAIRN_ASSIGN_OR_RETURN(file.tmp, fs_->OpenFile(file.path + ".tmp", create));
+      CAIRN_RETURN_IF_ERROR(file.tmp->Truncate(0));
+      requests.push_back(IoRequest::Write(file.tmp.get(), 0, file.data));
+      return absl::OkStatus();
+    };
+    for (size_t k = group * kGroup; k < std::min(ledgers.size(), (group + 1) * kGroup); ++k) {
       Ledger& ledger = *ledgers[k];
       std::unique_lock lock(ledger.mu);
       if (ledger.deleted || ledger.segments.empty() || ledger.segments.back().sealed) continue;
@@ -1004,30 +1023,45 @@ absl::Status StoreImpl::FinishOpenSegments(IoQueue& queue,
       if (size > segment.end_position || !segments_synced()) {
         requests.push_back(IoRequest::DataSync(segment.file.get()));
       }
-      Item& item = items.emplace_back(Item{&segment, EncodeSegmentIndex(segment, ledger.id),
-                                           IndexPathOf(segment), nullptr});
-      OpenOptions create;
-      create.create = true;
-      CAIRN_ASSIGN_OR_RETURN(item.tmp, fs_->OpenFile(item.path + ".tmp", create));
-      CAIRN_RETURN_IF_ERROR(item.tmp->Truncate(0));
-      requests.push_back(IoRequest::Write(item.tmp.get(), 0, item.index));
+      CAIRN_RETURN_IF_ERROR(
+          start_file(IndexPathOf(segment), EncodeSegmentIndex(segment, ledger.id)));
       locks.push_back(std::move(lock));
     }
-    if (items.empty()) continue;
-    // The segments' data and the indexes' bytes, then the indexes' syncs, then their names.
+    const size_t indexes = files.size();
+    const std::string checkpoint_path = absl::StrCat(options_.journal_dir, "/CHECKPOINT");
+    if (journal != nullptr) {
+      requests.push_back(IoRequest::Write(journal->journal, 0, journal->header));
+      CAIRN_RETURN_IF_ERROR(start_file(checkpoint_path, journal->checkpoint));
+    }
+    if (requests.empty()) continue;
+    // 1. The segments' data, and every new file's bytes.
     CAIRN_RETURN_IF_ERROR(RunAll(queue, requests));
+    // 2. The new files' syncs.
     requests.clear();
-    for (const Item& item : items) requests.push_back(IoRequest::DataSync(item.tmp.get()));
+    for (const NewFile& file : files) requests.push_back(IoRequest::DataSync(file.tmp.get()));
+    if (journal != nullptr) requests.push_back(IoRequest::DataSync(journal->journal));
     CAIRN_RETURN_IF_ERROR(RunAll(queue, requests));
+    // 3. The indexes' names, and the new journal file's: synced directories.
+    std::set<std::string> dir_names;
+    for (size_t f = 0; f < indexes; ++f) {
+      files[f].tmp.reset();
+      CAIRN_RETURN_IF_ERROR(fs_->RenameFile(files[f].path + ".tmp", files[f].path));
+      dir_names.insert(ParentDirectory(files[f].path));
+    }
+    if (journal != nullptr) dir_names.insert(options_.journal_dir);
     std::vector<std::unique_ptr<File>> dirs;
     requests.clear();
-    for (Item& item : items) {
-      item.tmp.reset();
-      CAIRN_RETURN_IF_ERROR(fs_->RenameFile(item.path + ".tmp", item.path));
-      CAIRN_ASSIGN_OR_RETURN(dirs.emplace_back(), fs_->OpenDirectory(ParentDirectory(item.path)));
+    for (const std::string& name : dir_names) {
+      CAIRN_ASSIGN_OR_RETURN(dirs.emplace_back(), fs_->OpenDirectory(name));
       requests.push_back(IoRequest::Sync(dirs.back().get()));
     }
     CAIRN_RETURN_IF_ERROR(RunAll(queue, requests));
+    // 4. Only now, with everything it vouches for durable, the CHECKPOINT record.
+    if (journal != nullptr) {
+      files.back().tmp.reset();
+      CAIRN_RETURN_IF_ERROR(fs_->RenameFile(checkpoint_path + ".tmp", checkpoint_path));
+      CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, queue, options_.journal_dir));
+    }
   }
   return absl::OkStatus();
 }

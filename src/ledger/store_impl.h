@@ -286,11 +286,21 @@ class StoreImpl final : public Store {
   // Makes a segment's file end exactly at its last batch (dropping direct-write padding) and
   // durable, before an index claims to cover it.
   absl::Status FinishSegmentFile(IoQueue& queue, Segment& segment);
+  // What a checkpoint adds to the last group of FinishOpenSegments: a new journal file (created
+  // empty; its header is written and synced beside the indexes, its name synced with theirs),
+  // then the CHECKPOINT record that names it, put in place once all of that is durable.
+  struct JournalSwitch {
+    File* journal = nullptr;
+    std::string header;
+    std::string checkpoint;  // The new CHECKPOINT record.
+  };
   // FinishSegmentFile and WriteSegmentIndex for the open segment of each of `ledgers` that has
   // one (checkpoints, Close): the files of a group of ledgers are synced side by side, so that n
   // ledgers wait for three rounds of syncs per group rather than four syncs each, one after
-  // another. Worker, or Close once the worker stopped.
-  absl::Status FinishOpenSegments(IoQueue& queue, const std::vector<std::shared_ptr<Ledger>>& ledgers);
+  // another; with `then`, a checkpoint's journal switch rides along (one more round of syncs).
+  // Worker, or Close once the worker stopped.
+  absl::Status FinishOpenSegments(IoQueue& queue, const std::vector<std::shared_ptr<Ledger>>& ledgers,
+                                  const JournalSwitch* then = nullptr);
   // Opens the open segment's O_DIRECT handle and loads its partial last block, unless direct
   // I/O is off (worker, idle queue). Turns direct I/O off if the file system refuses it.
   absl::Status PrepareDirect(Segment& segment);
@@ -342,7 +352,10 @@ class StoreImpl final : public Store {
   }
   absl::Status OpenJournal();
   absl::Status ReplayBatch(std::span<const char> batch, const BatchHeader& header);
-  absl::Status StartJournalFile(uint64_t seq);
+  // A new, empty journal file (CreateJournalFile), then the journal's rounds go to it, once its
+  // header is durable (UseJournalFile).
+  absl::StatusOr<std::unique_ptr<File>> CreateJournalFile(uint64_t seq);
+  absl::Status UseJournalFile(uint64_t seq, std::unique_ptr<File> file);
   // Makes every segment written since the last checkpoint durable with its index, starts a new
   // journal file and records the checkpoint; older journal files are removed.
   absl::Status Checkpoint();

@@ -80,6 +80,9 @@ struct Model {
 
 struct WorkloadOptions {
   Durability durability = Durability::kSync;
+  // With a journal in /journal of the smallest file size, so that checkpoints happen: every
+  // crash point of their writes, syncs, renames and directory syncs is tried.
+  bool journal = false;
   int first_ledger_batches = 8;  // Enough to roll the first ledger's segment at least once.
 };
 
@@ -104,6 +107,11 @@ class Run {
     options.segment_bytes = kMinSegmentBytes;
     options.durability = options_.durability;
     options.log = NullLog();  // A frozen disk makes the store complain, on purpose.
+    if (options_.journal) {
+      options.journal_dir = "/journal";
+      options.journal_file_bytes = kMinJournalFileBytes;
+      options.remove_in_background = false;  // One fixed order of operations.
+    }
     return options;
   }
 
@@ -246,6 +254,7 @@ struct Enumeration {
   uint64_t max_unsynced = 0;  // Most unsynced writes at one crash point.
   uint64_t torn_states = 0;   // States in which the newest surviving write was torn.
   uint64_t max_segments = 0;  // Segments of the first ledger in the reference run.
+  uint64_t checkpoints = 0;   // Journal checkpoints (CHECKPOINT records put in place).
 };
 
 Enumeration Enumerate(const WorkloadOptions& options) {
@@ -259,6 +268,9 @@ Enumeration Enumerate(const WorkloadOptions& options) {
     e.max_segments = Unwrap(store->GetLedgerInfo(run.model().ledgers.begin()->first)).segment_count;
   }
   e.operations = reference.size();
+  for (const FaultOperation& op : reference) {
+    e.checkpoints += op.kind == FaultOperation::Kind::kRename && op.path == "/journal/CHECKPOINT";
+  }
   for (uint64_t k = 0; k <= reference.size(); ++k) {
     INFO("crash after operation " << k << " of " << reference.size()
                                   << (k > 0 ? " (" + DescribeOperation(reference[k - 1]) + ")"
@@ -310,6 +322,15 @@ TEST_CASE("ledger crash, exhaustive: every crash point of a workload across a se
   Report("sync", e);
   CHECK(e.max_segments >= 2);  // The workload did roll.
   CHECK(e.states > e.operations);
+}
+
+TEST_CASE("ledger crash, exhaustive: with a journal, across checkpoints and a segment roll",
+          "[ledger][crash][exhaustive][journal]") {
+  testing::FigureReport figures;
+  const Enumeration e = Enumerate({.durability = Durability::kSync, .journal = true});
+  Report("journal", e);
+  CHECK(e.max_segments >= 2);
+  CHECK(e.checkpoints >= 2);  // Crash points inside checkpoints were really enumerated.
 }
 
 TEST_CASE("ledger crash, exhaustive: asynchronous durability, unsynced writes in any subset",
