@@ -1140,9 +1140,20 @@ absl::Status StoreImpl::RollSegment(Ledger& ledger, uint64_t base_entry_id) {
 
 void StoreImpl::Enqueue(PendingAppend append) {
   std::unique_lock lock(mu_);
-  if (stopping_ || closed_) {
+  if (closed_ || worker_stopped_) {
+    // Every earlier append has been answered: this one can be at once.
     lock.unlock();
     CompleteAppend(append, absl::FailedPreconditionError("the store is closed"));
+    return;
+  }
+  if (stopping_) {
+    // Closing: the worker still answers what is queued, and this append fails after them, so
+    // that a writer's callbacks keep their order.
+    append.error = absl::FailedPreconditionError("the store is closed");
+    append.bytes.clear();
+    queue_.push_back(std::move(append));
+    lock.unlock();
+    work_.notify_one();
     return;
   }
   const uint64_t bytes = append.bytes.size();
@@ -1208,7 +1219,10 @@ void StoreImpl::WorkerLoop() {
       round_running_ = false;
       continue;
     }
-    if (queue_.empty()) break;  // Stopping, and everything is done.
+    if (queue_.empty()) {  // Stopping, and everything is done.
+      worker_stopped_ = true;
+      break;
+    }
     if (options_.group_commit_max_delay_us > 0 && !stopping_) {
       // Give more appenders a chance to join this group.
       auto queued = [&] {

@@ -331,6 +331,7 @@ class StoreImpl final : public Store {
   bool round_running_ = false;
   size_t last_round_appends_ = 0;
   bool stopping_ = false;
+  bool worker_stopped_ = false;  // The worker answered its last append and returned.
   bool closed_ = false;
   // Set when OpenStore() succeeded. A store whose opening failed is released by Close() without
   // writing anything: no checkpoint, no CLEAN marker, no journal file, so that a failed Open
