@@ -52,6 +52,8 @@ constexpr uint64_t kJournalZeroAheadBytes = uint64_t{1} << 20;
 // the last one while rounds wait.
 constexpr uint64_t kWritebackBytes = uint64_t{1} << 20;
 constexpr uint64_t kMaxAllocateAheadBytes = uint64_t{16} << 20;
+// Threads that recover a data directory's ledgers side by side at Open.
+constexpr size_t kRecoveryThreads = 8;
 // The pieces of an async round's direct write, each started as soon as it is copied.
 constexpr size_t kWritePieceBytes = size_t{1} << 20;
 
@@ -242,6 +244,7 @@ absl::Status StoreImpl::OpenDataDir(const std::string& dir) {
   }
 
   CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, fs_->ListDirectory(ledgers_dir));
+  std::vector<std::pair<std::string, uint64_t>> found;
   for (const std::string& name : names) {
     std::optional<uint64_t> id = ParseHexName(name, "");
     if (!id.has_value()) {
@@ -251,7 +254,47 @@ absl::Status StoreImpl::OpenDataDir(const std::string& dir) {
       }
       continue;
     }
-    CAIRN_RETURN_IF_ERROR(RecoverLedger(Join(ledgers_dir, name), *id));
+    found.emplace_back(Join(ledgers_dir, name), *id);
+  }
+  return RecoverLedgers(found);
+}
+
+absl::Status StoreImpl::RecoverLedgers(const std::vector<std::pair<std::string, uint64_t>>& found) {
+  // Each ledger's recovery reads a few small files (meta, segment headers, indexes) and, after
+  // a crash, its tail: mostly waits for the device, one read at a time. Several threads keep
+  // several of those reads in flight. Ledgers are independent; what they share (ledgers_, the
+  // ids) is taken under mu_, and each thread counts into a report of its own.
+  const size_t threads = std::min(kRecoveryThreads, found.size());
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::vector<RecoveryReport> reports(std::max<size_t>(threads, 1));
+  std::vector<absl::Status> errors(found.size());
+  auto work = [&](RecoveryReport& report) {
+    while (!failed.load(std::memory_order_relaxed)) {
+      const size_t i = next++;
+      if (i >= found.size()) return;
+      errors[i] = RecoverLedger(found[i].first, found[i].second, report);
+      if (!errors[i].ok()) failed.store(true, std::memory_order_relaxed);
+    }
+  };
+  if (threads <= 1) {
+    work(reports[0]);
+  } else {
+    std::vector<std::thread> pool;
+    for (size_t t = 0; t < threads; ++t) pool.emplace_back(work, std::ref(reports[t]));
+    for (std::thread& t : pool) t.join();
+  }
+  for (const RecoveryReport& r : reports) {
+    report_.segments_scanned += r.segments_scanned;
+    report_.bytes_scanned += r.bytes_scanned;
+    report_.torn_tails_truncated += r.torn_tails_truncated;
+    report_.bytes_truncated += r.bytes_truncated;
+    report_.incomplete_ledgers_removed += r.incomplete_ledgers_removed;
+    report_.indexes_rebuilt += r.indexes_rebuilt;
+  }
+  // The first failure in the directory's order, as recovering one ledger after another found.
+  for (const absl::Status& error : errors) {
+    if (!error.ok()) return error;
   }
   return absl::OkStatus();
 }
@@ -335,13 +378,14 @@ std::optional<std::string> StoreImpl::TakeRecycled(const std::string& ledger_dir
   return path;
 }
 
-absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id) {
+absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id,
+                                        RecoveryReport& report) {
   const std::string where = absl::StrCat("ledger ", id, " (", dir, ")");
   CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, fs_->ListDirectory(dir));
   if (std::find(names.begin(), names.end(), "meta") == names.end()) {
     // A create or delete that a crash interrupted: nothing in it was ever acknowledged.
     CAIRN_RETURN_IF_ERROR(RemoveLedgerFiles(dir));
-    ++report_.incomplete_ledgers_removed;
+    ++report.incomplete_ledgers_removed;
     return absl::OkStatus();
   }
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<IoQueue> queue, NewQueue());
@@ -389,7 +433,7 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id) {
         file.reset();
         CAIRN_RETURN_IF_ERROR(fs_->RemoveFile(segment.path));
         CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, *queue, dir));
-        ++report_.torn_tails_truncated;
+        ++report.torn_tails_truncated;
         break;
       }
       return Annotate(header.status(), seg_where);
@@ -427,7 +471,7 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id) {
         }
         CAIRN_RETURN_IF_ERROR(fs_->RemoveFile(Join(dir, IndexName(bases[k]))));
         indexed.erase(bases[k]);
-        ++report_.indexes_rebuilt;
+        ++report.indexes_rebuilt;
       } else {
         checked_records = std::move(*decoded);
       }
@@ -467,8 +511,8 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id) {
           scan, ScanSegment(*queue, *file, id, scan_from, next_entry_id, max_timestamp_us,
                             suffix_may_be_lost, search_bytes, zeros_may_follow));
     }
-    report_.bytes_scanned += scan.bytes_scanned;
-    if (scan.file_size > scan_from) ++report_.segments_scanned;
+    report.bytes_scanned += scan.bytes_scanned;
+    if (scan.file_size > scan_from) ++report.segments_scanned;
     if (scan.valid_end < scan.file_size) {
       if (!last && !scan.padding_only) {
         return absl::DataLossError(
@@ -480,8 +524,8 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id) {
       CAIRN_RETURN_IF_ERROR(file->Truncate(scan.valid_end));
       CAIRN_RETURN_IF_ERROR(DataSync(*queue, *file));
       if (!scan.padding_only) {
-        ++report_.torn_tails_truncated;
-        report_.bytes_truncated += scan.file_size - scan.valid_end;
+        ++report.torn_tails_truncated;
+        report.bytes_truncated += scan.file_size - scan.valid_end;
       }
     }
     records.insert(records.end(), scan.records.begin(), scan.records.end());
@@ -513,7 +557,7 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id) {
                         static_cast<int64_t>(meta->last_entry_id),
                         static_cast<int64_t>(ledger->last_add_confirmed)));
   }
-  ++report_.ledgers;
+  ++report.ledgers;
   std::lock_guard lock(mu_);
   highest_id_ = any_ledger_ ? std::max(highest_id_, id) : id;
   any_ledger_ = true;

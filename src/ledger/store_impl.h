@@ -252,7 +252,10 @@ class StoreImpl final : public Store {
   absl::StatusOr<std::shared_ptr<Ledger>> FindLedger(uint64_t id);
   std::string LedgerDir(uint64_t id) const;
   absl::Status OpenDataDir(const std::string& dir);
-  absl::Status RecoverLedger(const std::string& dir, uint64_t id);
+  // Recovers the ledgers found in a data directory (directory, id), on several threads.
+  absl::Status RecoverLedgers(const std::vector<std::pair<std::string, uint64_t>>& found);
+  // One ledger: its counts go to `report`.
+  absl::Status RecoverLedger(const std::string& dir, uint64_t id, RecoveryReport& report);
   absl::Status RemoveLedgerFiles(const std::string& dir);
   // Recycled segment files, per data directory: `<data dir>/recycle/<n>`. Deletes put
   // full-size segment files here; new segments take them (see StoreOptions).

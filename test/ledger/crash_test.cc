@@ -32,6 +32,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "cairn/batch.h"
 #include "cairn/fault_injection.h"
 #include "cairn/io.h"
@@ -1164,6 +1165,65 @@ TEST_CASE("ledger crash: damage in the middle of a segment is reported, never se
     }
     next = read->next_entry_id();
   }
+}
+
+// Open recovers a data directory's ledgers on several threads: each ledger exactly once, the
+// report's counts summed over all of them, and a ledger that cannot be recovered named.
+TEST_CASE("ledger crash: many ledgers recovered side by side", "[ledger][crash]") {
+  const ContentSpec spec;
+  auto base = NewStoreFileSystem();
+  auto fault = NewFaultInjectionFileSystem(base.get(), FaultOptions{.seed = 14});
+  constexpr int kLedgers = 40;
+  constexpr int kTorn = 13;  // Ledgers that get half an unacknowledged batch after their last.
+  std::vector<uint64_t> ids, ends(kLedgers, 0);
+  std::vector<StoredBatch> lasts;
+  {
+    auto store = Unwrap(Store::Open(OptionsOn(*fault)));
+    for (int i = 0; i < kLedgers; ++i) {
+      ids.push_back(Unwrap(store->CreateLedger()));
+      auto writer = Unwrap(store->OpenWriter(ids.back()));
+      AppendMany(*writer, spec, &ends[i], 1 + i % 4);
+      lasts.push_back(ReadBatches(*store, ids.back()).back());
+    }
+    Crash(*fault, NoTear());  // A crash that loses nothing: everything was acknowledged.
+    store.reset();
+    Revive(*fault);
+  }
+  uint64_t torn_bytes = 0;
+  for (int i = 0; i < kTorn; ++i) {
+    const int k = i * 3;  // Spread over the directory.
+    std::optional<Location> where =
+        Find(*base, SegmentFiles(*base, "/store", ids[k]), lasts[k].bytes);
+    REQUIRE(where.has_value());
+    BatchBuilder next;
+    AddGenerated(next, spec, ids[k], ends[k], 5);
+    const std::span<const char> bytes = Unwrap(next.Finish(ids[k], ends[k]));
+    WriteBytes(*base, where->path, where->offset + lasts[k].bytes.size(),
+               std::string_view(bytes.data(), bytes.size() / 2));
+    torn_bytes += bytes.size() / 2;
+  }
+  {
+    auto store = Unwrap(Store::Open(OptionsOn(*fault)));
+    const RecoveryReport& report = store->recovery_report();
+    CHECK(report.ledgers == kLedgers);
+    CHECK(report.torn_tails_truncated == kTorn);
+    CHECK(report.bytes_truncated >= torn_bytes);
+    CHECK(report.segments_scanned >= kLedgers);  // Every open segment's tail, after a crash.
+    for (int i = 0; i < kLedgers; ++i) {
+      INFO("ledger " << ids[i]);
+      CHECK(CheckRecovered(*store, ids[i], spec, ends[i], ends[i]) == ends[i]);
+    }
+    REQUIRE(store->Close().ok());
+  }
+  // One ledger's meta damaged: the store does not open, and says which ledger.
+  const uint64_t damaged = ids[kLedgers / 2];
+  const std::string segment = SegmentFiles(*base, "/store", damaged).front();
+  const std::string meta = segment.substr(0, segment.rfind('/')) + "/meta";
+  WriteBytes(*base, meta, 0, "XXXX");
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(OptionsOn(*fault));
+  INFO(store.status().ToString());
+  REQUIRE_FALSE(store.ok());
+  CHECK(store.status().message().find(absl::StrCat("ledger ", damaged, " ")) != std::string::npos);
 }
 
 TEST_CASE("ledger crash: a torn tail is truncated", "[ledger][crash]") {
