@@ -218,7 +218,9 @@ class Store : public LedgerSet {
   ~Store() override = default;
 
   // Waits for appends in flight, syncs, writes checkpoints so that the next Open scans nothing,
-  // and releases the directories. Writers and readers must be destroyed before the store.
+  // and releases the directories. Writers and readers must be destroyed before the store. An
+  // append made once Close() has begun fails (kFailedPrecondition), after the writer's earlier
+  // appends have been answered.
   virtual absl::Status Close() = 0;
 
   // True after an fsync failure or another error after which nothing more can be acknowledged
