@@ -218,9 +218,10 @@ constexpr uint64_t kLatencySampleEvery = 8;
 
 // `perf produce --rate` sleeps only when it is at least this far ahead of its schedule, and then
 // until the message is due; messages that fall due in the meantime go out together. Sleeping
-// before every message cost the sender a wake-up each (about half a core at 20,000 messages/s
-// here, on a machine it shares with the daemons it measures). Latency is still timed from each
-// message's own send. (Kafka's producer performance tool paces with a 2 ms minimum sleep.)
+// before every message cost the sender a wake-up each, on a machine it shares with the daemons
+// it measures (at 20,000 messages/s here, top showed the sending thread at 44% of a core
+// before, 35% after; one sample each). Latency is still timed from each message's own send.
+// (Kafka's producer performance tool paces with a 2 ms minimum sleep.)
 constexpr auto kMinPacingSleep = std::chrono::microseconds(200);
 
 // Counts the answers of sends made with SendAsync. Thread-safe.
