@@ -268,20 +268,27 @@ absl::Status StoreImpl::RecoverLedgers(const std::vector<std::pair<std::string, 
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   std::vector<RecoveryReport> reports(std::max<size_t>(threads, 1));
+  // One I/O queue per thread, made before the threads start and released after they end: a
+  // queue released while others run would have its ring's memory mapped again by the next one
+  // made, which ThreadSanitizer cannot tell from a race.
+  std::vector<std::unique_ptr<IoQueue>> queues;
+  for (size_t t = 0; t < reports.size(); ++t) {
+    CAIRN_ASSIGN_OR_RETURN(queues.emplace_back(), NewQueue());
+  }
   std::vector<absl::Status> errors(found.size());
-  auto work = [&](RecoveryReport& report) {
+  auto work = [&](size_t t) {
     while (!failed.load(std::memory_order_relaxed)) {
       const size_t i = next++;
       if (i >= found.size()) return;
-      errors[i] = RecoverLedger(found[i].first, found[i].second, report);
+      errors[i] = RecoverLedger(found[i].first, found[i].second, *queues[t], reports[t]);
       if (!errors[i].ok()) failed.store(true, std::memory_order_relaxed);
     }
   };
   if (threads <= 1) {
-    work(reports[0]);
+    work(0);
   } else {
     std::vector<std::thread> pool;
-    for (size_t t = 0; t < threads; ++t) pool.emplace_back(work, std::ref(reports[t]));
+    for (size_t t = 0; t < threads; ++t) pool.emplace_back(work, t);
     for (std::thread& t : pool) t.join();
   }
   for (const RecoveryReport& r : reports) {
@@ -299,8 +306,12 @@ absl::Status StoreImpl::RecoverLedgers(const std::vector<std::pair<std::string, 
   return absl::OkStatus();
 }
 
-absl::Status StoreImpl::RemoveLedgerFiles(const std::string& dir) {
-  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<IoQueue> queue, NewQueue());
+absl::Status StoreImpl::RemoveLedgerFiles(const std::string& dir, IoQueue* given) {
+  std::unique_ptr<IoQueue> own;
+  if (given == nullptr) {
+    CAIRN_ASSIGN_OR_RETURN(own, NewQueue());
+  }
+  IoQueue* queue = given != nullptr ? given : own.get();
   CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, fs_->ListDirectory(dir));
   // The meta file goes first: without it, a crash leaves a directory that the next Open removes.
   if (std::find(names.begin(), names.end(), "meta") != names.end()) {
@@ -378,18 +389,17 @@ std::optional<std::string> StoreImpl::TakeRecycled(const std::string& ledger_dir
   return path;
 }
 
-absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id,
+absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id, IoQueue& queue,
                                         RecoveryReport& report) {
   const std::string where = absl::StrCat("ledger ", id, " (", dir, ")");
   CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, fs_->ListDirectory(dir));
   if (std::find(names.begin(), names.end(), "meta") == names.end()) {
     // A create or delete that a crash interrupted: nothing in it was ever acknowledged.
-    CAIRN_RETURN_IF_ERROR(RemoveLedgerFiles(dir));
+    CAIRN_RETURN_IF_ERROR(RemoveLedgerFiles(dir, &queue));
     ++report.incomplete_ledgers_removed;
     return absl::OkStatus();
   }
-  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<IoQueue> queue, NewQueue());
-  CAIRN_ASSIGN_OR_RETURN(std::string meta_bytes, ReadFile(*fs_, *queue, Join(dir, "meta")));
+  CAIRN_ASSIGN_OR_RETURN(std::string meta_bytes, ReadFile(*fs_, queue, Join(dir, "meta")));
   absl::StatusOr<LedgerMeta> meta = DecodeLedgerMeta(meta_bytes);
   if (!meta.ok()) return Annotate(meta.status(), where);
   if (meta->ledger_id != id) {
@@ -424,7 +434,7 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id,
     CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> file, fs_->OpenFile(segment.path, {}));
     CAIRN_ASSIGN_OR_RETURN(uint64_t size, file->Size());
     std::array<char, kSegmentHeaderBytes> head{};
-    CAIRN_ASSIGN_OR_RETURN(uint64_t got, ReadAt(*queue, *file, 0, std::span<char>(head)));
+    CAIRN_ASSIGN_OR_RETURN(uint64_t got, ReadAt(queue, *file, 0, std::span<char>(head)));
     absl::StatusOr<SegmentHeader> header =
         DecodeSegmentHeader(std::span<const char>(head.data(), got));
     if (!header.ok()) {
@@ -432,7 +442,7 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id,
         // Created by a roll that a crash interrupted before anything was appended to it.
         file.reset();
         CAIRN_RETURN_IF_ERROR(fs_->RemoveFile(segment.path));
-        CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, *queue, dir));
+        CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, queue, dir));
         ++report.torn_tails_truncated;
         break;
       }
@@ -455,7 +465,7 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id,
     std::vector<IndexRecord> checked_records;
     if (indexed.count(bases[k])) {
       CAIRN_ASSIGN_OR_RETURN(std::string idx,
-                             ReadFile(*fs_, *queue, Join(dir, IndexName(bases[k]))));
+                             ReadFile(*fs_, queue, Join(dir, IndexName(bases[k]))));
       absl::StatusOr<std::vector<IndexRecord>> decoded =
           DecodeSegmentIndex(idx, id, bases[k], size, &index_header);
       const absl::Status index_status = decoded.status();
@@ -493,7 +503,7 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id,
       scan.max_timestamp_us = max_timestamp_us;
       if (size > scan_from) {
         CAIRN_RETURN_IF_ERROR(file->Truncate(scan_from));
-        CAIRN_RETURN_IF_ERROR(DataSync(*queue, *file));
+        CAIRN_RETURN_IF_ERROR(DataSync(queue, *file));
       }
     } else {
       // Only the tail past the checkpoint is read. A sealed (non-last) segment is complete: its
@@ -508,7 +518,7 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id,
       // A file allocated ahead holds zeros past its last batch.
       const bool zeros_may_follow = (header->flags & kSegmentPreallocated) != 0;
       CAIRN_ASSIGN_OR_RETURN(
-          scan, ScanSegment(*queue, *file, id, scan_from, next_entry_id, max_timestamp_us,
+          scan, ScanSegment(queue, *file, id, scan_from, next_entry_id, max_timestamp_us,
                             suffix_may_be_lost, search_bytes, zeros_may_follow));
     }
     report.bytes_scanned += scan.bytes_scanned;
@@ -522,7 +532,7 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id,
       // Zero padding of a direct write, or a torn tail: the write in progress when the process
       // stopped.
       CAIRN_RETURN_IF_ERROR(file->Truncate(scan.valid_end));
-      CAIRN_RETURN_IF_ERROR(DataSync(*queue, *file));
+      CAIRN_RETURN_IF_ERROR(DataSync(queue, *file));
       if (!scan.padding_only) {
         ++report.torn_tails_truncated;
         report.bytes_truncated += scan.file_size - scan.valid_end;
@@ -540,7 +550,7 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id,
       IndexHeader h{
           id, bases[k], segment.end_position, next_entry_id, max_timestamp_us, records.size()};
       CAIRN_RETURN_IF_ERROR(
-          WriteFileAtomically(*queue, Join(dir, IndexName(bases[k])), EncodeIndex(h, records)));
+          WriteFileAtomically(queue, Join(dir, IndexName(bases[k])), EncodeIndex(h, records)));
     }
     segment.sealed =
         !last || (have_index && scan.records.empty() && ledger->state == LedgerState::kSealed);
@@ -1027,7 +1037,9 @@ absl::Status StoreImpl::FinishOpenSegments(IoQueue& queue,
                                            const JournalSwitch* then) {
   // Ledgers per group: each holds two more files open (its index's temporary file and its
   // directory) until the group is done.
-  constexpr size_t kGroup = 64;
+  // 32, and not more: each ledger's lock is held through the group's I/O, and ThreadSanitizer
+  // checks at most 64 locks held at once.
+  constexpr size_t kGroup = 32;
   const size_t groups = std::max<size_t>(1, (ledgers.size() + kGroup - 1) / kGroup);
   for (size_t group = 0; group < groups; ++group) {
     // An index file (or the CHECKPOINT record) being written: at `path` + ".tmp" until it is

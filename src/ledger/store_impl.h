@@ -255,8 +255,10 @@ class StoreImpl final : public Store {
   // Recovers the ledgers found in a data directory (directory, id), on several threads.
   absl::Status RecoverLedgers(const std::vector<std::pair<std::string, uint64_t>>& found);
   // One ledger: its counts go to `report`.
-  absl::Status RecoverLedger(const std::string& dir, uint64_t id, RecoveryReport& report);
-  absl::Status RemoveLedgerFiles(const std::string& dir);
+  absl::Status RecoverLedger(const std::string& dir, uint64_t id, IoQueue& queue,
+                             RecoveryReport& report);
+  // With `queue` null, on a queue of its own.
+  absl::Status RemoveLedgerFiles(const std::string& dir, IoQueue* queue = nullptr);
   // Recycled segment files, per data directory: `<data dir>/recycle/<n>`. Deletes put
   // full-size segment files here; new segments take them (see StoreOptions).
   static std::string RecycleDir(const std::string& data_dir);
