@@ -55,6 +55,12 @@ ABSL_FLAG(std::string, metrics_listen, "",
 ABSL_FLAG(std::string, durability, "sync",
           "store: 'sync' (an append is acknowledged once durable) or 'async' (once written; a "
           "crash may lose a suffix)");
+ABSL_FLAG(bool, sync_file_system, true,
+          "store, sync durability without a journal: make a round's writes to several ledgers "
+          "durable with one syncfs(2) of the data directory's file system instead of one "
+          "fdatasync per ledger; syncfs also writes back whatever else is dirty on that file "
+          "system, so turn it off (--nosync-file-system) when the data directory shares its file "
+          "system with other busy writers");
 
 namespace cairn::net {
 namespace {
@@ -68,11 +74,11 @@ constexpr char kUsage[] =
     "  store        serve a store's ledgers to proxies and clients (a store node):\n"
     "                 cairnd store --data-dir D [--listen 127.0.0.1:7010] [--journal-dir J]\n"
     "                              [--durability sync|async] [--metadata-dir M|none]\n"
-    "                              [--metrics-listen 127.0.0.1:7011]\n"
+    "                              [--metrics-listen 127.0.0.1:7011] [--nosync-file-system]\n"
     "  standalone   a proxy, its store and its metadata in one process, for one machine:\n"
     "                 cairnd standalone --data-dir D [--listen 127.0.0.1:7020]\n"
     "                              [--journal-dir J] [--durability sync|async]\n"
-    "                              [--metrics-listen 127.0.0.1:7021]\n"
+    "                              [--metrics-listen 127.0.0.1:7021] [--nosync-file-system]\n"
     "  proxy        a stateless proxy in front of a store node, which also serves its metadata:\n"
     "                 cairnd proxy --store HOST:PORT [--metadata HOST:PORT]\n"
     "                              [--listen 127.0.0.1:7020] [--metrics-listen 127.0.0.1:7021]\n"
@@ -96,6 +102,23 @@ std::string MetricsListenFlag(uint16_t default_port) {
 std::string ListenFlag(uint16_t default_port) {
   std::string listen = absl::GetFlag(FLAGS_listen);
   return listen.empty() ? absl::StrCat("127.0.0.1:", default_port) : listen;
+}
+
+// The store's options from the flags, for `command`'s store in `ledgers_dir`; an error message
+// for a bad flag.
+absl::StatusOr<StoreOptions> StoreOptionsFromFlags(const char* command,
+                                                   const std::string& ledgers_dir) {
+  const std::string durability = absl::GetFlag(FLAGS_durability);
+  if (durability != "sync" && durability != "async") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        command, ": --durability must be sync or async, not '", durability, "'"));
+  }
+  StoreOptions options;
+  options.data_dirs = {ledgers_dir};
+  options.journal_dir = absl::GetFlag(FLAGS_journal_dir);
+  options.durability = durability == "sync" ? Durability::kSync : Durability::kAsync;
+  options.sync_file_system = absl::GetFlag(FLAGS_sync_file_system);
+  return options;
 }
 
 // Serves with `server` (a StoreNodeServer or a ProxyServer) on `listen` and `registry` on
@@ -138,10 +161,8 @@ void ServeUntilSignal(kj::AsyncIoContext& io, Server& server, const std::string&
 int RunStore() {
   const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
   if (data_dir.empty()) return Fail("store: --data-dir is required (see --help)");
-  const std::string durability = absl::GetFlag(FLAGS_durability);
-  if (durability != "sync" && durability != "async") {
-    return Fail(absl::StrCat("store: --durability must be sync or async, not '", durability, "'"));
-  }
+  absl::StatusOr<StoreOptions> flags_options = StoreOptionsFromFlags("store", data_dir);
+  if (!flags_options.ok()) return Fail(std::string(flags_options.status().message()));
   const std::string listen = ListenFlag(kDefaultStorePort);
   const std::string metrics_listen = MetricsListenFlag(kDefaultMetricsPort);
 
@@ -151,10 +172,7 @@ int RunStore() {
   kj::UnixEventPort::captureSignal(SIGINT);
   kj::AsyncIoContext io = kj::setupAsyncIo();
 
-  StoreOptions options;
-  options.data_dirs = {data_dir};
-  options.journal_dir = absl::GetFlag(FLAGS_journal_dir);
-  options.durability = durability == "sync" ? Durability::kSync : Durability::kAsync;
+  StoreOptions options = *std::move(flags_options);
   LogFunction log = options.log;
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(options);
   if (!store.ok())
@@ -353,11 +371,9 @@ int RunProxy() {
 int RunStandalone() {
   const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
   if (data_dir.empty()) return Fail("standalone: --data-dir is required (see --help)");
-  const std::string durability = absl::GetFlag(FLAGS_durability);
-  if (durability != "sync" && durability != "async") {
-    return Fail(
-        absl::StrCat("standalone: --durability must be sync or async, not '", durability, "'"));
-  }
+  absl::StatusOr<StoreOptions> flags_options =
+      StoreOptionsFromFlags("standalone", data_dir + "/ledgers");
+  if (!flags_options.ok()) return Fail(std::string(flags_options.status().message()));
   const std::string listen = ListenFlag(kDefaultProxyPort);
   for (const std::string& dir : {data_dir, data_dir + "/ledgers"}) {
     if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
@@ -369,10 +385,7 @@ int RunStandalone() {
   kj::UnixEventPort::captureSignal(SIGINT);
   kj::AsyncIoContext io = kj::setupAsyncIo();
 
-  StoreOptions options;
-  options.data_dirs = {data_dir + "/ledgers"};
-  options.journal_dir = absl::GetFlag(FLAGS_journal_dir);
-  options.durability = durability == "sync" ? Durability::kSync : Durability::kAsync;
+  StoreOptions options = *std::move(flags_options);
   LogFunction log = options.log;
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(options);
   if (!store.ok()) {
