@@ -1071,14 +1071,8 @@ absl::Status StoreImpl::FinishOpenSegments(IoQueue& queue,
       std::unique_lock lock(ledger.mu);
       if (ledger.deleted || ledger.segments.empty() || ledger.segments.back().sealed) continue;
       Segment& segment = ledger.segments.back();
-      CAIRN_ASSIGN_OR_RETURN(uint64_t size, segment.file->Size());
-      if (size > segment.end_position) {
-        // Zero padding of the last direct write (or a failed write's leftovers).
-        CAIRN_RETURN_IF_ERROR(segment.file->Truncate(segment.end_position));
-      }
-      if (size > segment.end_position || !segments_synced()) {
-        requests.push_back(IoRequest::DataSync(segment.file.get()));
-      }
+      CAIRN_ASSIGN_OR_RETURN(const bool needs_sync, TrimSegmentFile(segment));
+      if (needs_sync) requests.push_back(IoRequest::DataSync(segment.file.get()));
       CAIRN_RETURN_IF_ERROR(
           start_file(IndexPathOf(segment), EncodeSegmentIndex(segment, ledger.id)));
       locks.push_back(std::move(lock));
@@ -1122,15 +1116,20 @@ absl::Status StoreImpl::FinishOpenSegments(IoQueue& queue,
   return absl::OkStatus();
 }
 
-absl::Status StoreImpl::FinishSegmentFile(IoQueue& queue, Segment& segment) {
+absl::StatusOr<bool> StoreImpl::TrimSegmentFile(Segment& segment) {
   CAIRN_ASSIGN_OR_RETURN(uint64_t size, segment.file->Size());
   if (size > segment.end_position) {
-    // Zero padding of the last direct write (or a failed write's leftovers).
+    // Zero padding of the last direct write, space allocated ahead, or a failed write's
+    // leftovers: the file's new size is not durable yet.
     CAIRN_RETURN_IF_ERROR(segment.file->Truncate(segment.end_position));
-  } else if (segments_synced()) {
-    return absl::OkStatus();  // Every round synced it already.
+    return true;
   }
-  return DataSync(queue, *segment.file);
+  return !segments_synced();  // Where appends are synced, every round synced it already.
+}
+
+absl::Status StoreImpl::FinishSegmentFile(IoQueue& queue, Segment& segment) {
+  CAIRN_ASSIGN_OR_RETURN(const bool needs_sync, TrimSegmentFile(segment));
+  return needs_sync ? DataSync(queue, *segment.file) : absl::OkStatus();
 }
 
 absl::Status StoreImpl::PrepareDirect(Segment& segment) {

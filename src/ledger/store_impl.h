@@ -291,6 +291,9 @@ class StoreImpl final : public Store {
   // Makes a segment's file end exactly at its last batch (dropping direct-write padding) and
   // durable, before an index claims to cover it.
   absl::Status FinishSegmentFile(IoQueue& queue, Segment& segment);
+  // FinishSegmentFile's first half: cuts the file back to the segment's last batch, and says
+  // whether it then needs a data sync (FinishOpenSegments issues the syncs side by side).
+  absl::StatusOr<bool> TrimSegmentFile(Segment& segment);
   // What a checkpoint adds to the last group of FinishOpenSegments: a new journal file (created
   // empty; its header is written and synced beside the indexes, its name synced with theirs),
   // then the CHECKPOINT record that names it, put in place once all of that is durable.
