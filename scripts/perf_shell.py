@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The network shell's speed targets, measured in one run on this machine.
 
-Starts `cairnd standalone` on a fresh directory (loopback, free ports) and measures with
+Starts `cairnd standalone` on a fresh directory (loopback, free ports; or `cairnd store` and
+`cairnd proxy` with --split) and measures with
 `cairn perf produce`:
 
   1. throughput, async durability: 100-byte messages, batching on, through the proxy, and the
@@ -14,10 +15,16 @@ Every result line is printed as `cairn perf` wrote it, then a summary.
 
   scripts/perf_shell.py [--build-dir build] [--runs 3] [--messages 2000000] [--partitions 4]
                         [--linger-us 1000] [--latency-linger-us 100] [--latency-seconds 10]
-                        [--journal]
+                        [--journal] [--split]
 
 --journal gives the sync step's store a journal (`cairnd standalone --journal-dir`), in a
-directory beside its data on the same device here.
+directory beside its data on the same device here. --split runs `cairnd store` and
+`cairnd proxy` as two processes instead of `cairnd standalone` (one more loopback hop).
+
+The throughput step also reports the CPU time spent per message: the client's (from
+`cairn perf produce`), the daemons' (from /proc), and the embedded run's (its whole process).
+On a machine with few cores, the client, the daemons and their kernel work share them, so the
+proxy's messages/s is bounded by their sum per message.
 """
 import argparse
 import os
@@ -35,28 +42,62 @@ def fields(line):
     return dict(re.findall(r'(\S+)=(\S+)', line))
 
 
-class Standalone:
-    def __init__(self, cairnd, data, durability, journal=False):
-        self.log = os.path.join(data, 'standalone.log')
-        args = [cairnd, 'standalone', '--data-dir', os.path.join(data, 'store'), '--listen',
-                '127.0.0.1:0', '--metrics-listen', 'none', '--durability', durability]
+def start_daemon(cairnd, args, log, pattern):
+    """Starts `cairnd args`, waits for `pattern` in its log; returns (process, first group)."""
+    proc = subprocess.Popen([cairnd] + args, stderr=open(log, 'w'))
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        m = re.search(pattern, open(log).read())
+        if m:
+            return proc, m.group(1)
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    sys.exit(f'cairnd {args[0]} did not start:\n' + open(log).read())
+
+
+def cpu_seconds(pid):
+    """User + system CPU time of process `pid` so far (all its threads)."""
+    with open(f'/proc/{pid}/stat') as f:
+        stat = f.read()
+    after_name = stat[stat.rindex(')') + 2:].split()
+    return (int(after_name[11]) + int(after_name[12])) / os.sysconf('SC_CLK_TCK')
+
+
+class Server:
+    """`cairnd standalone`, or with split=True `cairnd store` and `cairnd proxy`."""
+
+    def __init__(self, cairnd, data, durability, journal=False, split=False):
+        store_flags = ['--durability', durability]
         if journal:
-            args += ['--journal-dir', os.path.join(data, 'journal')]
-        self.proc = subprocess.Popen(args, stderr=open(self.log, 'w'))
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            m = re.search(r'proxy listening on (\S+)', open(self.log).read())
-            if m:
-                self.address = m.group(1)
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        sys.exit('cairnd standalone did not start:\n' + open(self.log).read())
+            store_flags += ['--journal-dir', os.path.join(data, 'journal')]
+        self.procs = []
+        if split:
+            store, store_address = start_daemon(
+                cairnd, ['store', '--data-dir', os.path.join(data, 'store'), '--listen',
+                         '127.0.0.1:0', '--metrics-listen', 'none'] + store_flags,
+                os.path.join(data, 'store.log'), r'store node listening on (\S+)')
+            self.procs.append(store)
+            proxy, self.address = start_daemon(
+                cairnd, ['proxy', '--store', store_address, '--listen', '127.0.0.1:0',
+                         '--metrics-listen', 'none'],
+                os.path.join(data, 'proxy.log'), r'proxy listening on (\S+)')
+            self.procs.insert(0, proxy)  # stopped first
+        else:
+            standalone, self.address = start_daemon(
+                cairnd, ['standalone', '--data-dir', os.path.join(data, 'store'), '--listen',
+                         '127.0.0.1:0', '--metrics-listen', 'none'] + store_flags,
+                os.path.join(data, 'standalone.log'), r'proxy listening on (\S+)')
+            self.procs.append(standalone)
+
+    def cpu_seconds(self):
+        return sum(cpu_seconds(p.pid) for p in self.procs)
 
     def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=60)
+        for p in self.procs:
+            p.send_signal(signal.SIGTERM)
+            p.wait(timeout=60)
 
 
 def perf(cairn, args):
@@ -80,6 +121,8 @@ def main():
     parser.add_argument('--latency-seconds', type=float, default=10)
     parser.add_argument('--journal', action='store_true',
                         help="give the sync step's store a journal")
+    parser.add_argument('--split', action='store_true',
+                        help='cairnd store and cairnd proxy as two processes')
     a = parser.parse_args()
     cairnd = os.path.join(a.build_dir, 'net', 'cairnd')
     cairn = os.path.join(a.build_dir, 'net', 'cli', 'cairn')
@@ -88,26 +131,33 @@ def main():
         common = ['--size', '100', '--messages', str(a.messages)]
         # 1. Throughput, async.
         proxy_rates, embedded_rates = [], []
+        client_ns, server_ns, embedded_ns = [], [], []  # CPU per message, per run
         for run in range(a.runs):
             data = os.path.join(work, f'async-{run}')
             os.makedirs(data)
-            server = Standalone(cairnd, data, 'async')
+            server = Server(cairnd, data, 'async', split=a.split)
             try:
                 subprocess.run([cairn, 'topics', 'create', 'perf', '--partitions',
                                 str(a.partitions), '--proxy', server.address], check=True,
                                stdout=subprocess.DEVNULL)
+                server_before = server.cpu_seconds()
                 r = perf(cairn, ['perf', '--proxy', server.address, '--linger-us',
                                  str(a.linger_us)] + common)
+                server_cpu = server.cpu_seconds() - server_before
                 proxy_rates.append(float(r['append_msgs_per_s']))
+                acked = int(r['case'].split('x')[0])
+                client_ns.append(float(r['cpu_ns_per_msg']))
+                server_ns.append(server_cpu * 1e9 / acked if acked else 0)
             finally:
                 server.stop()
             r = perf(cairn, ['perf', '--embedded', os.path.join(data, 'embedded'),
                              '--partitions', str(a.partitions), '--durability', 'async'] + common)
             embedded_rates.append(float(r['append_msgs_per_s']))
+            embedded_ns.append(float(r['cpu_ns_per_msg']))
         # 2. Latency, sync: the maximum rate, then half of it.
         data = os.path.join(work, 'sync')
         os.makedirs(data)
-        server = Standalone(cairnd, data, 'sync', a.journal)
+        server = Server(cairnd, data, 'sync', a.journal, a.split)
         try:
             subprocess.run([cairn, 'topics', 'create', 'perf', '--partitions', str(a.partitions),
                             '--proxy', server.address], check=True, stdout=subprocess.DEVNULL)
@@ -134,6 +184,12 @@ def main():
               ', '.join(f'{p / e:.2f}' for p, e in zip(proxy_rates, embedded_rates)) + ')')
         print(f'  target >= 1,000,000 msgs/s: {"met" if proxy >= 1e6 else "NOT met"}; '
               f'target >= 0.5x embedded: {"met" if proxy >= 0.5 * embedded else "NOT met"}')
+        client, daemons = statistics.median(client_ns), statistics.median(server_ns)
+        alone = statistics.median(embedded_ns)
+        print(f'  CPU per message (medians): through the proxy {client + daemons:,.0f} ns '
+              f'(client {client:,.0f} + {"daemons" if a.split else "daemon"} {daemons:,.0f}); '
+              f'embedded {alone:,.0f} ns; {(client + daemons) / alone:.1f}x on '
+              f'{os.cpu_count()} cores')
         p99_ms = float(half['p99_us']) / 1000
         print(f'sync produce{" (journal)" if a.journal else ""}: maximum {max_rate:,.0f} msgs/s; at {int(max_rate / 2):,} msgs/s '
               f'(linger {a.latency_linger_us} us) achieved {float(half["append_msgs_per_s"]):,.0f}'

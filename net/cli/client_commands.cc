@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
+#include <ctime>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -274,6 +275,22 @@ void MessageJson(JsonWriter& json, const Message& m) {
 }
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// CPU time this process used so far, on all its threads (user and system), in seconds.
+double ProcessCpuSeconds() {
+  timespec t{};
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t) != 0) return 0;
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
+}
+
+// `perf produce`'s CPU figures: what this process spent per acknowledged message, and in cores
+// (CPU seconds per second of the run). Through a proxy that is the client's share alone (the
+// daemon's is its own process's); embedded it is everything, store included.
+void ReportCpu(bench::Report& report, double cpu_seconds, double seconds, uint64_t messages) {
+  report.Number("cpu_ns_per_msg", messages > 0 ? cpu_seconds * 1e9 / static_cast<double>(messages) : 0,
+                1);
+  report.Number("cpu_cores", seconds > 0 ? cpu_seconds / seconds : 0, 2);
+}
 
 int64_t NowUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -606,6 +623,7 @@ int RunPerfEmbedded(const char* kCommand, const std::string& dir) {
     std::vector<Clock::time_point> sampled_sends;  // of the open batch's sampled messages
     uint32_t partition = 0;
     const WallClock wall_clock;
+    const double cpu_start = ProcessCpuSeconds();
     const auto start = Clock::now();
     auto send = [&] {
       auto times = std::make_shared<std::vector<Clock::time_point>>(std::move(sampled_sends));
@@ -646,6 +664,7 @@ int RunPerfEmbedded(const char* kCommand, const std::string& dir) {
       if (flushed.ok()) flushed = f;
     }
     const double seconds = Seconds(Clock::now() - start);
+    const double cpu_seconds = ProcessCpuSeconds() - cpu_start;
     const double per_s = seconds > 0 ? static_cast<double>(acked.load()) / seconds : 0;
     bench::Report report({.system = "cairn",
                           .messages = acked.load(),
@@ -665,6 +684,7 @@ int RunPerfEmbedded(const char* kCommand, const std::string& dir) {
     report.Int("partitions", partitions);
     report.Int("batch_bytes", static_cast<int64_t>(batch_bytes));
     report.Int("failed", static_cast<int64_t>(failed.load()));
+    ReportCpu(report, cpu_seconds, seconds, acked.load());
     absl::PrintF("%s\n", absl::GetFlag(FLAGS_json) ? report.JsonLine() : report.TextLine());
     for (auto& stream : parts) {
       absl::Status closed = stream->Close();
@@ -716,6 +736,7 @@ int RunPerfProduce() {
   SendTally& tally = acks.tally;
   std::atomic<uint64_t> sent{0};
   const WallClock wall_clock;
+  const double cpu_start = ProcessCpuSeconds();
   const auto start = Clock::now();
   Ticker ticker([&] {
     const double seconds = Seconds(Clock::now() - start);
@@ -755,6 +776,7 @@ int RunPerfProduce() {
   }
   const absl::Status flushed = (*producer)->Flush();
   const double seconds = Seconds(Clock::now() - start);
+  const double cpu_seconds = ProcessCpuSeconds() - cpu_start;
   ticker.Stop();
   const absl::Status closed = (*producer)->Close();
   producer->reset();
@@ -782,6 +804,7 @@ int RunPerfProduce() {
   report.Int("linger_us", static_cast<int64_t>(options.linger.count()));
   report.Int("batch_bytes", static_cast<int64_t>(options.max_batch_bytes));
   report.Int("failed", static_cast<int64_t>(tally.failed()));
+  ReportCpu(report, cpu_seconds, seconds, acked);
   absl::PrintF("%s\n", absl::GetFlag(FLAGS_json) ? report.JsonLine() : report.TextLine());
   if (tally.failed() > 0) return Fail(kCommand, tally.first_error());
   if (!flushed.ok()) return Fail(kCommand, flushed);

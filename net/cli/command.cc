@@ -185,11 +185,13 @@ const Command kCommands[] = {
             "its acknowledgement. On a terminal a progress line shows every second on standard\n"
             "error. Ends with one result line in cairn-bench's format (key=value fields;\n"
             "a JSON object with --json): messages/s and MB/s (10^6 bytes) acknowledged, latency\n"
-            "p50/p99/p999/max in microseconds.\n"
+            "p50/p99/p999/max in microseconds, and this process's CPU time per acknowledged\n"
+            "message (cpu_ns_per_msg, all threads, user and system) and in cores (cpu_cores).\n"
             "\n"
             "With --embedded DIR there is no proxy: the same messages, batched the same way,\n"
             "are appended through the library in this process to --partitions streams of a store\n"
-            "in DIR (--durability), which is the baseline to compare the proxy with.\n"
+            "in DIR (--durability), which is the baseline to compare the proxy with. Its CPU\n"
+            "figures then include the store's; through a proxy they are the client's alone.\n"
             "\n"
             "Exit status: 0, or 2 if a send failed or the command could not run.\n",
         .flags = {{"proxy", "HOST:PORT", false},
