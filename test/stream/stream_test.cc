@@ -330,6 +330,49 @@ TEST_CASE("Without readers, appends leave the tail cache alone", "[stream][tail_
   REQUIRE(stream->stats().tail_cache_misses == 1);
 }
 
+TEST_CASE("A damaged batch appended with readers attached is refused and never cached",
+          "[stream][tail_cache]") {
+  auto fs = NewMemoryFileSystem();
+  World world(fs.get());
+  auto stream = Unwrap(world.streams().Create("s"));
+  auto reader = Unwrap(stream->NewReader());  // Appends fill the cache only for readers.
+  auto wire = [](uint64_t first, int count) {
+    BatchBuilder batch;
+    AddValues(batch, first, count);
+    absl::StatusOr<std::span<const char>> finished = batch.Finish(0, 0);
+    REQUIRE(finished.ok());
+    return std::vector<char>(finished->begin(), finished->end());
+  };
+  std::vector<char> damaged = wire(0, 4);
+  // The last value's last byte (the entry ends with its header count, 0): the header is
+  // intact, so the stream hands the batch to the ledger writer, whose check of the checksum
+  // refuses it.
+  damaged[damaged.size() - 2] ^= 0x20;
+  std::optional<absl::StatusOr<StreamAppendResult>> refused;
+  stream->AppendAsync(damaged, [&](absl::StatusOr<StreamAppendResult> r) { refused = r; });
+  const absl::Status flushed = stream->Flush();
+  REQUIRE(refused.has_value());
+  INFO(refused->status());
+  REQUIRE(refused->status().code() == absl::StatusCode::kDataLoss);
+  REQUIRE(flushed.code() == absl::StatusCode::kDataLoss);
+
+  const std::vector<char> sound = wire(0, 4);
+  std::optional<absl::StatusOr<StreamAppendResult>> stored;
+  stream->AppendAsync(sound, [&](absl::StatusOr<StreamAppendResult> r) { stored = r; });
+  REQUIRE(stream->Flush().ok());
+  REQUIRE(stored.has_value());
+  REQUIRE(stored->ok());
+  REQUIRE((*stored)->first_offset == 0);
+  // Offset 0 is the sound batch, from the cache or from the ledger.
+  StreamReadResult read = Unwrap(reader->Read(0));
+  REQUIRE(read.batches().size() == 1);
+  uint64_t offset = 0;
+  for (const EntryView& entry : read.batches()[0]) {
+    REQUIRE(std::string(entry.value) == ValueAt(offset++));
+  }
+  REQUIRE(offset == 4);
+}
+
 TEST_CASE("Stream seek by time", "[stream]") {
   auto fs = NewMemoryFileSystem();
   World world(fs.get());
