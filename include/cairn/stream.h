@@ -193,7 +193,8 @@ class Stream {
   // and the append.
   virtual bool AppendStartsLedger(std::span<const char> batch) = 0;
   absl::StatusOr<StreamAppendResult> Append(BatchBuilder& batch);
-  // Waits for every append made so far; returns the first error among them.
+  // Waits for every append made so far; returns the first error among those made since the
+  // previous Flush() (appends refused at once included), or the stream's failure.
   virtual absl::Status Flush() = 0;
 
   virtual absl::StatusOr<std::unique_ptr<StreamReader>> NewReader() = 0;

@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <utility>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
@@ -148,11 +149,13 @@ class StreamImpl final : public Stream {
     // The header gives the size and entry count; the ledger writer verifies the whole batch
     // (checksum and every entry) as it restamps it, so it is not walked twice here.
     absl::StatusOr<internal::BatchHeader> header = internal::DecodeBatchHeader(batch);
-    if (!header.ok()) return done(header.status());
+    if (!header.ok()) return RefuseAtOnce(header.status(), done);
     if (header->total_bytes() != batch.size()) {
-      return done(absl::InvalidArgumentError(
-          absl::StrCat("expected exactly one batch of ", batch.size(), " bytes, found one of ",
-                       header->total_bytes(), " bytes")));
+      return RefuseAtOnce(
+          absl::InvalidArgumentError(absl::StrCat("expected exactly one batch of ", batch.size(),
+                                                  " bytes, found one of ", header->total_bytes(),
+                                                  " bytes")),
+          done);
     }
     const size_t header_size = header->header_size;
     AppendImpl(
@@ -167,6 +170,15 @@ class StreamImpl final : public Stream {
         },
         [&](AppendCallback callback) { writer_->AppendAsync(batch, std::move(callback)); },
         std::move(done));
+  }
+
+  // Tells `done` at once that its append is refused, and keeps the error for Flush().
+  void RefuseAtOnce(absl::Status status, StreamAppendCallback& done) {
+    {
+      std::lock_guard lock(mu_);
+      if (append_error_.ok()) append_error_ = status;
+    }
+    done(std::move(status));
   }
 
   bool AppendStartsLedger(std::span<const char> batch) override {
@@ -186,6 +198,7 @@ class StreamImpl final : public Stream {
     // An append refused at once is told so outside the lock, so that its callback may call the
     // stream. Earlier appends have completed by then (a roll-over waits for them).
     auto refuse = [&](absl::Status status) {
+      if (append_error_.ok()) append_error_ = status;
       lock.unlock();
       done(std::move(status));
     };
@@ -231,9 +244,12 @@ class StreamImpl final : public Stream {
 
   absl::Status Flush() override {
     std::lock_guard lock(mu_);
-    if (writer_ == nullptr) return failed_;
-    CAIRN_RETURN_IF_ERROR(writer_->Flush());
-    return failed_;
+    absl::Status first = std::exchange(append_error_, absl::OkStatus());
+    if (writer_ != nullptr) {
+      absl::Status flushed = writer_->Flush();
+      if (first.ok()) first = std::move(flushed);
+    }
+    return failed_.ok() ? first : failed_;
   }
 
   // --- Reads ---------------------------------------------------------------------------------
@@ -453,8 +469,10 @@ class StreamImpl final : public Stream {
 
   // Waits for the writer's appends and returns how many entries its ledger holds.
   absl::StatusOr<uint64_t> DrainWriter() {
-    // An append that failed has told its caller; what counts is what the ledger confirmed.
-    writer_->Flush().IgnoreError();
+    // An append that failed has told its caller, and Flush() reports it; what counts here is
+    // what the ledger confirmed.
+    absl::Status drained = writer_->Flush();
+    if (append_error_.ok()) append_error_ = std::move(drained);
     const uint64_t lac = writer_->last_add_confirmed();
     return lac == kNoEntry ? 0 : lac + 1;
   }
@@ -575,6 +593,9 @@ class StreamImpl final : public Stream {
   StreamRecord record_;
   uint64_t record_version_;
   absl::Status failed_;  // Set once the stream can no longer be appended to.
+  // The first error of an append since the last Flush() that the ledger writer will not report
+  // (its Flush() was called by a roll-over's drain, or the append never reached it).
+  absl::Status append_error_;
   bool closed_ = false;
   std::unique_ptr<LedgerWriter> writer_;
   uint64_t writer_first_offset_ = 0;

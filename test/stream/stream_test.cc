@@ -373,6 +373,54 @@ TEST_CASE("A damaged batch appended with readers attached is refused and never c
   REQUIRE(offset == 4);
 }
 
+TEST_CASE("Stream Flush reports a failed append, also one a roll-over drained or refused at once",
+          "[stream]") {
+  auto fs = NewMemoryFileSystem();
+  World world(fs.get());
+  StreamOptions options;
+  options.ledger_max_entries = 8;
+  auto stream = Unwrap(world.streams().Create("s", options));
+  auto wire = [](uint64_t first, int count) {
+    BatchBuilder batch;
+    AddValues(batch, first, count);
+    absl::StatusOr<std::span<const char>> finished = batch.Finish(0, 0);
+    REQUIRE(finished.ok());
+    return std::vector<char>(finished->begin(), finished->end());
+  };
+  // What the append's callback said before AppendAsync returned: only an append refused at once
+  // is answered that early.
+  auto append = [&](std::span<const char> batch) {
+    auto status = std::make_shared<absl::Status>(absl::UnknownError("not answered yet"));
+    stream->AppendAsync(batch, [status](absl::StatusOr<StreamAppendResult> r) {
+      *status = r.status();
+    });
+    return *status;
+  };
+
+  SECTION("refused at once: not one batch") {
+    std::vector<char> two = wire(0, 4);
+    const std::vector<char> second = wire(4, 4);
+    two.insert(two.end(), second.begin(), second.end());
+    REQUIRE(append(two).code() == absl::StatusCode::kInvalidArgument);
+    REQUIRE(stream->Flush().code() == absl::StatusCode::kInvalidArgument);
+  }
+  SECTION("failed in the ledger writer, then drained by a roll-over") {
+    std::vector<char> damaged = wire(0, 4);
+    damaged[damaged.size() - 2] ^= 0x20;  // A value byte: the checksum no longer matches.
+    append(damaged).IgnoreError();  // Answered later: Flush tells.
+    // 4 + 4 + 4 entries pass ledger_max_entries: the third append rolls over first, which
+    // waits for the appends in flight, the damaged one's failure included.
+    append(wire(0, 4)).IgnoreError();
+    append(wire(4, 4)).IgnoreError();
+    REQUIRE(stream->Flush().code() == absl::StatusCode::kDataLoss);
+    REQUIRE(stream->stats().end_offset == 8);
+  }
+  // Reported once: the next Flush covers the appends since.
+  REQUIRE(stream->Flush().ok());
+  AppendValues(*stream, stream->stats().end_offset, 2);
+  REQUIRE(stream->Flush().ok());
+}
+
 TEST_CASE("Stream seek by time", "[stream]") {
   auto fs = NewMemoryFileSystem();
   World world(fs.get());
