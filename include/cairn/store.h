@@ -38,7 +38,7 @@ enum class Durability {
   kSync,
   // An append completes once written to the file system. A crash may lose a suffix of recent
   // appends of a ledger, never leave a gap or a corrupt entry. Data is synced at segment rolls,
-  // at Seal() and at Close().
+  // at Seal() and at Close(), and every StoreOptions::async_sync_interval_ms if set.
   kAsync,
 };
 
@@ -65,6 +65,13 @@ struct StoreOptions {
   // in a fixed order (the crash-enumeration tests replay it operation by operation).
   bool remove_in_background = true;
   Durability durability = Durability::kSync;
+  // kAsync without a journal: at most this long after a round wrote a ledger's open segment, the
+  // store's I/O thread syncs it (one fdatasync per segment written since the last such sync,
+  // side by side, between rounds), which bounds what a crash can take back to about this much
+  // of acknowledged appends, as Redis's "everysec" or Kafka's flush.ms do. A failed sync turns
+  // the store read-only, like any. 0: no such syncs; a crash may lose everything appended to an
+  // open segment since its ledger's last roll or Seal(). Refused with a journal.
+  uint32_t async_sync_interval_ms = 0;
   // A segment file is rolled when the next batch would take it past this size. A batch larger
   // than a segment gets a segment of its own.
   uint64_t segment_bytes = kDefaultSegmentBytes;
@@ -169,6 +176,8 @@ struct StoreStats {
   // appender that finds nothing else queued or being written, after a round that held a single
   // append, runs its own round, and pays no hand-off to that thread and back.
   uint64_t appender_rounds = 0;
+  // Passes of StoreOptions::async_sync_interval_ms's syncs that synced at least one segment.
+  uint64_t background_syncs = 0;
 };
 
 // The ledgers' interface, as streams use it: a local Store implements it, and so will a client

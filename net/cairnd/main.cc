@@ -55,6 +55,11 @@ ABSL_FLAG(std::string, metrics_listen, "",
 ABSL_FLAG(std::string, durability, "sync",
           "store: 'sync' (an append is acknowledged once durable) or 'async' (once written; a "
           "crash may lose a suffix)");
+ABSL_FLAG(uint32_t, async_sync_interval_ms, 0,
+          "store, async durability without a journal: sync the segments written since the last "
+          "such sync every this many milliseconds, which bounds what a crash can take back to "
+          "about this much of acknowledged appends; 0: only segment rolls, seals and shutdown "
+          "sync");
 ABSL_FLAG(bool, sync_file_system, true,
           "store, sync durability without a journal: make a round's writes to several ledgers "
           "durable with one syncfs(2) of the data directory's file system instead of one "
@@ -75,10 +80,12 @@ constexpr char kUsage[] =
     "                 cairnd store --data-dir D [--listen 127.0.0.1:7010] [--journal-dir J]\n"
     "                              [--durability sync|async] [--metadata-dir M|none]\n"
     "                              [--metrics-listen 127.0.0.1:7011] [--nosync-file-system]\n"
+    "                              [--async-sync-interval-ms MS]\n"
     "  standalone   a proxy, its store and its metadata in one process, for one machine:\n"
     "                 cairnd standalone --data-dir D [--listen 127.0.0.1:7020]\n"
     "                              [--journal-dir J] [--durability sync|async]\n"
     "                              [--metrics-listen 127.0.0.1:7021] [--nosync-file-system]\n"
+    "                              [--async-sync-interval-ms MS]\n"
     "  proxy        a stateless proxy in front of a store node, which also serves its metadata:\n"
     "                 cairnd proxy --store HOST:PORT [--metadata HOST:PORT]\n"
     "                              [--listen 127.0.0.1:7020] [--metrics-listen 127.0.0.1:7021]\n"
@@ -118,6 +125,11 @@ absl::StatusOr<StoreOptions> StoreOptionsFromFlags(const char* command,
   options.journal_dir = absl::GetFlag(FLAGS_journal_dir);
   options.durability = durability == "sync" ? Durability::kSync : Durability::kAsync;
   options.sync_file_system = absl::GetFlag(FLAGS_sync_file_system);
+  options.async_sync_interval_ms = absl::GetFlag(FLAGS_async_sync_interval_ms);
+  if (options.async_sync_interval_ms > 0 && options.durability != Durability::kAsync) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(command, ": --async-sync-interval-ms is for --durability async"));
+  }
   return options;
 }
 

@@ -27,6 +27,10 @@ void RegisterStoreMetrics(MetricsRegistry& registry, Store* store) {
       "cairn_store_append_syncs_total",
       "Data syncs (fdatasync) the group commit issued to make appends durable.",
       [store] { return store->stats().append_syncs; });
+  registry.AddCounterFunction(
+      "cairn_store_background_syncs_total",
+      "Passes of the async durability's periodic syncs (--async-sync-interval-ms).",
+      [store] { return store->stats().background_syncs; });
   registry.AddGauge("cairn_store_read_only",
                     "1 once the store has stopped acknowledging after an I/O failure (fail-stop).",
                     [store] { return store->read_only() ? 1.0 : 0.0; });

@@ -145,6 +145,10 @@ absl::Status StoreImpl::OpenStore() {
   if (options_.data_dirs.empty()) {
     return absl::InvalidArgumentError("StoreOptions.data_dirs is empty: give at least one");
   }
+  if (journaled() && options_.async_sync_interval_ms > 0) {
+    return absl::InvalidArgumentError(
+        "StoreOptions.async_sync_interval_ms is not supported with a journal (journal_dir)");
+  }
   if (journaled() && options_.journal_file_bytes < kMinJournalFileBytes) {
     return absl::InvalidArgumentError(
         absl::StrFormat("StoreOptions.journal_file_bytes = %d: must be at least %d",
@@ -926,6 +930,7 @@ StoreStats StoreImpl::stats() const {
       .group_commits = group_commits_.load(std::memory_order_relaxed),
       .append_syncs = append_syncs_.load(std::memory_order_relaxed),
       .appender_rounds = appender_rounds_.load(std::memory_order_relaxed),
+      .background_syncs = background_syncs_.load(std::memory_order_relaxed),
   };
 }
 
@@ -1229,7 +1234,8 @@ void StoreImpl::Enqueue(PendingAppend append) {
   }
   appender_rounds_.fetch_add(1, std::memory_order_relaxed);
   RunRound(lock);
-  const bool more = !queue_.empty() || stopping_;
+  // The worker also waits for a background sync to fall due.
+  const bool more = !queue_.empty() || stopping_ || background_sync_due_.has_value();
   lock.unlock();
   if (more) work_.notify_one();
 }
@@ -1249,17 +1255,55 @@ void StoreImpl::RunRound(std::unique_lock<std::mutex>& lock) {
   lock.lock();
   round_running_ = false;
   last_round_appends_ = group.size();
+  if (!round_written_.empty()) {
+    for (std::shared_ptr<Ledger>& ledger : round_written_) {
+      const uint64_t id = ledger->id;
+      unsynced_.emplace(id, std::move(ledger));
+    }
+    round_written_.clear();
+    if (!background_sync_due_.has_value()) {
+      background_sync_due_ = std::chrono::steady_clock::now() +
+                             std::chrono::milliseconds(options_.async_sync_interval_ms);
+    }
+  }
   in_flight_bytes_ -= bytes;
   space_.notify_all();
 }
 
 void StoreImpl::WorkerLoop() {
   std::unique_lock lock(mu_);
+  const auto sync_due = [&] {
+    return background_sync_due_.has_value() &&
+           std::chrono::steady_clock::now() >= *background_sync_due_;
+  };
   for (;;) {
     // A round run by an appender ends before the worker starts one or stops.
-    work_.wait(lock, [&] {
-      return !round_running_ && (stopping_ || !queue_.empty() || checkpoint_requested_);
-    });
+    while (round_running_ ||
+           !(stopping_ || !queue_.empty() || checkpoint_requested_ || sync_due())) {
+      if (background_sync_due_.has_value() && !round_running_) {
+        work_.wait_until(lock, *background_sync_due_);
+      } else {
+        work_.wait(lock);
+      }
+    }
+    if (sync_due() && !stopping_) {
+      // Between rounds, so that appends that keep coming do not put it off; Close() syncs
+      // everything anyway.
+      round_running_ = true;
+      std::map<uint64_t, std::shared_ptr<Ledger>> ledgers;
+      ledgers.swap(unsynced_);
+      background_sync_due_.reset();
+      const bool failed = !fail_stop_.ok();
+      lock.unlock();
+      if (!failed) {
+        absl::Status synced = SyncWrittenSegments(ledgers);
+        if (!synced.ok()) FailStop(Annotate(synced, "background sync of async appends"));
+      }
+      ledgers.clear();
+      lock.lock();
+      round_running_ = false;
+      continue;
+    }
     if (checkpoint_requested_) {
       // Asked for by CreateLedger; runs like a round, so that no round overlaps it.
       checkpoint_requested_ = false;
@@ -1290,6 +1334,24 @@ void StoreImpl::WorkerLoop() {
     }
     RunRound(lock);
   }
+}
+
+absl::Status StoreImpl::SyncWrittenSegments(
+    const std::map<uint64_t, std::shared_ptr<Ledger>>& ledgers) {
+  // Only this thread changes segments, and a roll syncs the segment it finishes: the open
+  // segment is the one with unsynced writes. A deleted ledger's file may be synced all the same.
+  std::vector<std::shared_ptr<File>> files;
+  std::vector<IoRequest> requests;
+  for (const auto& [id, ledger] : ledgers) {
+    std::lock_guard lock(ledger->mu);
+    if (ledger->deleted || ledger->segments.empty() || ledger->segments.back().sealed) continue;
+    files.push_back(ledger->segments.back().file);
+    requests.push_back(IoRequest::DataSync(files.back().get()));
+  }
+  if (requests.empty()) return absl::OkStatus();
+  CAIRN_RETURN_IF_ERROR(RunAll(*worker_queue_, requests));
+  background_syncs_.fetch_add(1, std::memory_order_relaxed);
+  return absl::OkStatus();
 }
 
 namespace {
@@ -1824,6 +1886,7 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
       ledger.last_add_confirmed = segment.end_entry_id - 1;
       ledger.changed.notify_all();
       if (journaled()) dirty_[ledger.id] = group[p.appends.front()].ledger;
+      if (background_syncs_enabled()) round_written_.push_back(group[p.appends.front()].ledger);
     }
 
     // Callbacks for this round, in append order; then one wake for every blocking appender

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
@@ -284,6 +285,12 @@ class StoreImpl final : public Store {
   // holds mu_ on entry and on return, and no round is running on entry.
   void RunRound(std::unique_lock<std::mutex>& lock);
   void ProcessGroup(std::vector<PendingAppend>& group);
+  bool background_syncs_enabled() const {
+    return options_.durability == Durability::kAsync && !journaled() &&
+           options_.async_sync_interval_ms > 0;
+  }
+  // The open segments of `ledgers`, synced side by side (a background sync). Worker, as a round.
+  absl::Status SyncWrittenSegments(const std::map<uint64_t, std::shared_ptr<Ledger>>& ledgers);
   // Finishes the open segment (index written) and starts a new one at `base_entry_id`.
   absl::Status RollSegment(Ledger& ledger, uint64_t base_entry_id);
   absl::Status WriteSegmentIndex(IoQueue& queue, const Segment& segment, uint64_t ledger_id);
@@ -338,6 +345,12 @@ class StoreImpl final : public Store {
   // never overlap, and the state below marked "owned by the round" is used by one at a time.
   bool round_running_ = false;
   size_t last_round_appends_ = 0;
+  // kAsync with async_sync_interval_ms: the ledgers written since the last background sync, and
+  // when that sync falls due (set by the first round that adds a ledger).
+  std::map<uint64_t, std::shared_ptr<Ledger>> unsynced_;
+  std::optional<std::chrono::steady_clock::time_point> background_sync_due_;
+  // Owned by the round: the ledgers it wrote, for unsynced_ (background syncs only).
+  std::vector<std::shared_ptr<Ledger>> round_written_;
   bool stopping_ = false;
   bool worker_stopped_ = false;  // The worker answered its last append and returned.
   bool closed_ = false;
@@ -420,6 +433,7 @@ class StoreImpl final : public Store {
   std::atomic<uint64_t> group_commits_{0};
   std::atomic<uint64_t> append_syncs_{0};
   std::atomic<uint64_t> appender_rounds_{0};
+  std::atomic<uint64_t> background_syncs_{0};
 
  public:
   // Blocking appenders sleep on this word (a futex) until their answer is there; it is bumped

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <charconv>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -28,6 +29,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -1224,6 +1226,64 @@ TEST_CASE("ledger crash: many ledgers recovered side by side", "[ledger][crash]"
   INFO(store.status().ToString());
   REQUIRE_FALSE(store.ok());
   CHECK(store.status().message().find(absl::StrCat("ledger ", damaged, " ")) != std::string::npos);
+}
+
+TEST_CASE("ledger crash: async appends are synced within async_sync_interval_ms",
+          "[ledger][crash]") {
+  const bool background = GENERATE(true, false);
+  INFO("async_sync_interval_ms " << (background ? 5 : 0));
+  const ContentSpec spec;
+  auto base = NewStoreFileSystem();
+  auto fault = NewFaultInjectionFileSystem(base.get(), FaultOptions{.seed = 16});
+  // Segments big enough that no roll (which syncs) happens.
+  StoreOptions options = OptionsOn(*fault, 16 * kMinSegmentBytes, Durability::kAsync);
+  options.async_sync_interval_ms = background ? 5 : 0;
+  constexpr int kLedgers = 3;
+  std::vector<uint64_t> ids, ends(kLedgers, 0);
+  {
+    auto store = Unwrap(Store::Open(options));
+    for (int i = 0; i < kLedgers; ++i) {
+      ids.push_back(Unwrap(store->CreateLedger()));
+      auto writer = Unwrap(store->OpenWriter(ids.back()));
+      AppendMany(*writer, spec, &ends[i], 4);
+    }
+    // The round of the last append has ended (it was blocking), so the next background sync
+    // starts after it and covers every append.
+    const uint64_t before = store->stats().background_syncs;
+    if (background) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (store->stats().background_syncs == before &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      REQUIRE(store->stats().background_syncs > before);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      CHECK(store->stats().background_syncs == 0);
+    }
+    Crash(*fault, NoTear());  // Every unsynced write is lost.
+    store.reset();
+    Revive(*fault);
+  }
+  auto store = Unwrap(Store::Open(options));
+  for (int i = 0; i < kLedgers; ++i) {
+    INFO("ledger " << ids[i]);
+    if (background) {
+      CHECK(CheckRecovered(*store, ids[i], spec, ends[i], ends[i]) == ends[i]);
+    } else {
+      CHECK(CheckRecovered(*store, ids[i], spec, 0, ends[i]) < ends[i]);  // What it is for.
+    }
+  }
+  REQUIRE(store->Close().ok());
+}
+
+TEST_CASE("ledger crash: a journal and async_sync_interval_ms are refused together",
+          "[ledger]") {
+  auto base = NewStoreFileSystem();
+  StoreOptions options = OptionsOn(*base, kMinSegmentBytes, Durability::kAsync, /*journal=*/true);
+  options.async_sync_interval_ms = 100;
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(options);
+  CHECK(CodeOf(store) == StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("ledger crash: a torn tail is truncated", "[ledger][crash]") {
