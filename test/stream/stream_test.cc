@@ -8,6 +8,9 @@
 #include <catch2/catch.hpp>
 #include <future>
 #include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <random>
 #include <span>
 #include <thread>
@@ -387,31 +390,41 @@ TEST_CASE("Stream Flush reports a failed append, also one a roll-over drained or
     REQUIRE(finished.ok());
     return std::vector<char>(finished->begin(), finished->end());
   };
-  // What the append's callback said before AppendAsync returned: only an append refused at once
-  // is answered that early.
+  // An append whose answer only Flush tells.
   auto append = [&](std::span<const char> batch) {
-    auto status = std::make_shared<absl::Status>(absl::UnknownError("not answered yet"));
-    stream->AppendAsync(batch, [status](absl::StatusOr<StreamAppendResult> r) {
-      *status = r.status();
+    stream->AppendAsync(batch, [](absl::StatusOr<StreamAppendResult>) {});
+  };
+  // What the append's callback said before AppendAsync returned: only an append refused at once
+  // is answered that early (any other is answered on the store's thread, maybe later).
+  auto refused_at_once = [&](std::span<const char> batch) {
+    struct Answer {
+      std::mutex mu;
+      std::optional<absl::Status> status;
+    };
+    auto answer = std::make_shared<Answer>();
+    stream->AppendAsync(batch, [answer](absl::StatusOr<StreamAppendResult> r) {
+      std::lock_guard lock(answer->mu);
+      answer->status = r.status();
     });
-    return *status;
+    std::lock_guard lock(answer->mu);
+    return answer->status.value_or(absl::UnknownError("not answered at once"));
   };
 
   SECTION("refused at once: not one batch") {
     std::vector<char> two = wire(0, 4);
     const std::vector<char> second = wire(4, 4);
     two.insert(two.end(), second.begin(), second.end());
-    REQUIRE(append(two).code() == absl::StatusCode::kInvalidArgument);
+    REQUIRE(refused_at_once(two).code() == absl::StatusCode::kInvalidArgument);
     REQUIRE(stream->Flush().code() == absl::StatusCode::kInvalidArgument);
   }
   SECTION("failed in the ledger writer, then drained by a roll-over") {
     std::vector<char> damaged = wire(0, 4);
     damaged[damaged.size() - 2] ^= 0x20;  // A value byte: the checksum no longer matches.
-    append(damaged).IgnoreError();  // Answered later: Flush tells.
+    append(damaged);
     // 4 + 4 + 4 entries pass ledger_max_entries: the third append rolls over first, which
     // waits for the appends in flight, the damaged one's failure included.
-    append(wire(0, 4)).IgnoreError();
-    append(wire(4, 4)).IgnoreError();
+    append(wire(0, 4));
+    append(wire(4, 4));
     REQUIRE(stream->Flush().code() == absl::StatusCode::kDataLoss);
     REQUIRE(stream->stats().end_offset == 8);
   }
