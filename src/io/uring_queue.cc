@@ -5,6 +5,7 @@
 // see the same all-or-error semantics as the POSIX engine.
 #include <liburing.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -21,6 +22,17 @@ namespace {
 
 // Largest length handed to the kernel in one SQE (its length fields are 32-bit).
 constexpr uint64_t kMaxChunkBytes = uint64_t{1} << 30;
+
+// A ring's memory is mapped from the kernel by io_uring_queue_init and unmapped by
+// io_uring_queue_exit, and the next ring, made on another thread, is often mapped at the same
+// address. ThreadSanitizer does not see the unmapping and mapping as ordering anything, and took
+// the new ring's first accesses for a race with the old ring's last ones (a stream roll-over's
+// CreateLedger on one pool thread after another's, in a network test). Each ring touches this
+// counter once it is mapped and once more before it is unmapped, with acquire-release: that
+// orders an unmapped ring's accesses before those of the next ring at its address, for the
+// tool. One atomic operation per ring made and per ring released.
+std::atomic<uint64_t> ring_mappings{0};
+void OrderRingMappings() { ring_mappings.fetch_add(1, std::memory_order_acq_rel); }
 
 std::string_view OpName(IoOp op) {
   switch (op) {
@@ -58,6 +70,7 @@ class UringQueue final : public IoQueue {
         io_uring_cqe_seen(&ring_, cqe);
         --submitted_;
       }
+      OrderRingMappings();
       io_uring_queue_exit(&ring_);
     }
   }
@@ -65,6 +78,7 @@ class UringQueue final : public IoQueue {
   absl::Status Init() {
     int rc = io_uring_queue_init(depth_, &ring_, 0);
     if (rc < 0) return ErrnoStatus(-rc, "io_uring_queue_init");
+    OrderRingMappings();
     initialized_ = true;
     return absl::OkStatus();
   }
@@ -274,6 +288,7 @@ absl::Status ProbeIoUring() {
                      "): kernel.io_uring_disabled, a seccomp filter or a container profile"));
   }
   if (rc < 0) return ErrnoStatus(-rc, "io_uring_queue_init");
+  OrderRingMappings();
   io_uring_probe* probe = io_uring_get_probe_ring(&ring);
   absl::Status status;
   if (probe == nullptr) {
@@ -292,6 +307,7 @@ absl::Status ProbeIoUring() {
     }
     io_uring_free_probe(probe);
   }
+  OrderRingMappings();
   io_uring_queue_exit(&ring);
   return status;
 }
