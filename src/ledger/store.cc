@@ -1339,7 +1339,8 @@ void StoreImpl::WorkerLoop() {
 absl::Status StoreImpl::SyncWrittenSegments(
     const std::map<uint64_t, std::shared_ptr<Ledger>>& ledgers) {
   // Only this thread changes segments, and a roll syncs the segment it finishes: the open
-  // segment is the one with unsynced writes. A deleted ledger's file may be synced all the same.
+  // segment is the one with unsynced writes. (A ledger deleted while its file is being synced
+  // is harmless: the file stays open until the sync is done.)
   std::vector<std::shared_ptr<File>> files;
   std::vector<IoRequest> requests;
   for (const auto& [id, ledger] : ledgers) {

@@ -108,6 +108,16 @@ void AddValues(BatchBuilder& batch, uint64_t first_offset, int count, int64_t ti
   }
 }
 
+// The values of offsets [first, first + count) as one batch in its wire form, as a producer
+// sends it (any ledger and entry ids).
+std::vector<char> WireBatch(uint64_t first, int count) {
+  BatchBuilder batch;
+  AddValues(batch, first, count);
+  absl::StatusOr<std::span<const char>> finished = batch.Finish(0, 0);
+  REQUIRE(finished.ok());
+  return std::vector<char>(finished->begin(), finished->end());
+}
+
 StreamAppendResult AppendValues(Stream& stream, uint64_t first_offset, int count,
                                 int64_t timestamp_us = 0) {
   BatchBuilder batch;
@@ -171,30 +181,23 @@ TEST_CASE("AppendStartsLedger tells which appends start a new ledger", "[stream]
   StreamOptions options;
   options.ledger_max_entries = 10;
   auto stream = Unwrap(world.streams().Create("orders", options));
-  auto wire = [](uint64_t first, int count) {
-    BatchBuilder batch;
-    AddValues(batch, first, count);
-    absl::StatusOr<std::span<const char>> finished = batch.Finish(0, 0);
-    REQUIRE(finished.ok());
-    return std::vector<char>(finished->begin(), finished->end());
-  };
   auto append = [&](const std::vector<char>& bytes) {
     std::promise<absl::StatusOr<StreamAppendResult>> answer;
     stream->AppendAsync(bytes, [&](absl::StatusOr<StreamAppendResult> r) { answer.set_value(r); });
     return Unwrap(answer.get_future().get());
   };
   // No ledger yet: the first append creates one.
-  const std::vector<char> four = wire(0, 4);
+  const std::vector<char> four = WireBatch(0, 4);
   CHECK(stream->AppendStartsLedger(four));
   const uint64_t ledgers_before = stream->stats().ledgers;
   CHECK(append(four).first_offset == 0);
   CHECK(stream->stats().ledgers == ledgers_before + 1);
   // 4 + 4 fit in a ledger of 10 entries; 8 + 4 do not.
-  const std::vector<char> next = wire(4, 4);
+  const std::vector<char> next = WireBatch(4, 4);
   CHECK_FALSE(stream->AppendStartsLedger(next));
   CHECK(append(next).first_offset == 4);
   CHECK(stream->stats().ledgers == ledgers_before + 1);
-  const std::vector<char> third = wire(8, 4);
+  const std::vector<char> third = WireBatch(8, 4);
   CHECK(stream->AppendStartsLedger(third));
   CHECK(append(third).first_offset == 8);
   CHECK(stream->stats().ledgers == ledgers_before + 2);
@@ -204,7 +207,7 @@ TEST_CASE("AppendStartsLedger tells which appends start a new ledger", "[stream]
   two.insert(two.end(), third.begin(), third.end());
   CHECK_FALSE(stream->AppendStartsLedger(two));
   REQUIRE(stream->Close().ok());
-  CHECK_FALSE(stream->AppendStartsLedger(wire(12, 20)));
+  CHECK_FALSE(stream->AppendStartsLedger(WireBatch(12, 20)));
   CheckRange(*Unwrap(world.streams().Open("orders")), 0, 12);
 }
 
@@ -339,14 +342,7 @@ TEST_CASE("A damaged batch appended with readers attached is refused and never c
   World world(fs.get());
   auto stream = Unwrap(world.streams().Create("s"));
   auto reader = Unwrap(stream->NewReader());  // Appends fill the cache only for readers.
-  auto wire = [](uint64_t first, int count) {
-    BatchBuilder batch;
-    AddValues(batch, first, count);
-    absl::StatusOr<std::span<const char>> finished = batch.Finish(0, 0);
-    REQUIRE(finished.ok());
-    return std::vector<char>(finished->begin(), finished->end());
-  };
-  std::vector<char> damaged = wire(0, 4);
+  std::vector<char> damaged = WireBatch(0, 4);
   // The last value's last byte (the entry ends with its header count, 0): the header is
   // intact, so the stream hands the batch to the ledger writer, whose check of the checksum
   // refuses it.
@@ -359,7 +355,7 @@ TEST_CASE("A damaged batch appended with readers attached is refused and never c
   REQUIRE(refused->status().code() == absl::StatusCode::kDataLoss);
   REQUIRE(flushed.code() == absl::StatusCode::kDataLoss);
 
-  const std::vector<char> sound = wire(0, 4);
+  const std::vector<char> sound = WireBatch(0, 4);
   std::optional<absl::StatusOr<StreamAppendResult>> stored;
   stream->AppendAsync(sound, [&](absl::StatusOr<StreamAppendResult> r) { stored = r; });
   REQUIRE(stream->Flush().ok());
@@ -383,13 +379,6 @@ TEST_CASE("Stream Flush reports a failed append, also one a roll-over drained or
   StreamOptions options;
   options.ledger_max_entries = 8;
   auto stream = Unwrap(world.streams().Create("s", options));
-  auto wire = [](uint64_t first, int count) {
-    BatchBuilder batch;
-    AddValues(batch, first, count);
-    absl::StatusOr<std::span<const char>> finished = batch.Finish(0, 0);
-    REQUIRE(finished.ok());
-    return std::vector<char>(finished->begin(), finished->end());
-  };
   // An append whose answer only Flush tells.
   auto append = [&](std::span<const char> batch) {
     stream->AppendAsync(batch, [](absl::StatusOr<StreamAppendResult>) {});
@@ -411,20 +400,20 @@ TEST_CASE("Stream Flush reports a failed append, also one a roll-over drained or
   };
 
   SECTION("refused at once: not one batch") {
-    std::vector<char> two = wire(0, 4);
-    const std::vector<char> second = wire(4, 4);
+    std::vector<char> two = WireBatch(0, 4);
+    const std::vector<char> second = WireBatch(4, 4);
     two.insert(two.end(), second.begin(), second.end());
     REQUIRE(refused_at_once(two).code() == absl::StatusCode::kInvalidArgument);
     REQUIRE(stream->Flush().code() == absl::StatusCode::kInvalidArgument);
   }
   SECTION("failed in the ledger writer, then drained by a roll-over") {
-    std::vector<char> damaged = wire(0, 4);
+    std::vector<char> damaged = WireBatch(0, 4);
     damaged[damaged.size() - 2] ^= 0x20;  // A value byte: the checksum no longer matches.
     append(damaged);
     // 4 + 4 + 4 entries pass ledger_max_entries: the third append rolls over first, which
     // waits for the appends in flight, the damaged one's failure included.
-    append(wire(0, 4));
-    append(wire(4, 4));
+    append(WireBatch(0, 4));
+    append(WireBatch(4, 4));
     REQUIRE(stream->Flush().code() == absl::StatusCode::kDataLoss);
     REQUIRE(stream->stats().end_offset == 8);
   }
