@@ -14,7 +14,9 @@
 //                the call to its callback; "blocking" API: Append, each call timed. The clock
 //                stops when every append has completed; Close() is timed apart (close_ms), and
 //                for async durability durable_MB_per_s counts it in, since that is when the
-//                bytes are on disk.
+//                bytes are on disk. In sync durability, rounds and appends_per_round show how
+//                well group commit gathered the appenders (StoreStats::group_commits), and
+//                appender_rounds how many rounds blocking appenders ran on their own threads.
 //  read_catchup  Appends, closes the store, evicts its files from the page cache (posix_fadvise
 //                DONTNEED, checked with mincore; drop_caches as a fallback when root), reopens
 //                and reads every ledger from the start. Then reads it all again, warm.
@@ -1060,6 +1062,9 @@ absl::StatusOr<Report> RunAppendCase(Context& ctx, const Case& c, const std::str
   } else {
     CAIRN_ASSIGN_OR_RETURN(stored_bytes, StoredBytes(*store, ledgers));
   }
+  // Group commit's fill: how many appends a round held, and how many rounds the blocking
+  // appenders ran on their own threads.
+  const StoreStats store_stats = store->stats();
   const Clock::time_point close_begin = Clock::now();
   CAIRN_RETURN_IF_ERROR(store->Close());
   const double close_seconds = Seconds(Clock::now() - close_begin);
@@ -1070,6 +1075,14 @@ absl::StatusOr<Report> RunAppendCase(Context& ctx, const Case& c, const std::str
   AddTail(r, outcome.latency_ns);
   r.Number("stored_MB_per_s", Megabytes(static_cast<double>(stored_bytes)) / outcome.seconds, 1);
   r.Number("close_ms", close_seconds * 1e3, 1);
+  if (c.durability == Durability::kSync && store_stats.group_commits > 0) {
+    r.Int("rounds", static_cast<int64_t>(store_stats.group_commits));
+    r.Number("appends_per_round",
+             static_cast<double>(store_stats.appends_acknowledged) /
+                 static_cast<double>(store_stats.group_commits),
+             1);
+    r.Int("appender_rounds", static_cast<int64_t>(store_stats.appender_rounds));
+  }
   std::optional<double> durable_mb_per_s;
   if (c.durability == Durability::kAsync) {
     durable_mb_per_s =
