@@ -24,7 +24,8 @@
 //                follows it with WaitForEntry + Read. lag = the reader has the batch minus the
 //                writer called AppendAsync for it.
 //  open_clean    Builds a store of a given size in a given number of ledgers, closes it, evicts
-//                it from the page cache and times Store::Open.
+//                it from the page cache (as root, the cached directory entries and inodes too)
+//                and times Store::Open.
 //  open_crash    The same store; a forked child opens it, appends a tail and dies by SIGKILL
 //                (or _exit) without Close(); the parent times Store::Open, which scans the tail.
 //  compaction    Appends keyed entries to a stream (keys drawn from a bounded key space, so
@@ -860,9 +861,12 @@ absl::StatusOr<ReadOutcome> ReadLedgers(Store& store, const std::vector<uint64_t
 }
 
 // Evicts the store in `dir` from the page cache (when --cold_cache) and says how cold it is.
-absl::StatusOr<CacheState> PrepareCache(const Context& ctx, const std::string& dir) {
+// `metadata_too`: for the open cases, the cached directory entries and inodes go too, when
+// allowed (see EvictFromPageCache).
+absl::StatusOr<CacheState> PrepareCache(const Context& ctx, const std::string& dir,
+                                        bool metadata_too = false) {
   CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> files, FilesUnder(dir));
-  if (ctx.cold_cache) return EvictFromPageCache(files, ctx.allow_drop_caches);
+  if (ctx.cold_cache) return EvictFromPageCache(files, ctx.allow_drop_caches, metadata_too);
   CacheState state;
   CAIRN_ASSIGN_OR_RETURN(state.resident_fraction, ResidentFraction(files));
   state.cold = state.resident_fraction <= 0.01;
@@ -1344,7 +1348,7 @@ absl::Status CheckOpened(const Case& c, const TimedOpen& open, bool expect_clean
 
 absl::StatusOr<Report> RunOpenCleanCase(Context& ctx, const Case& c) {
   CAIRN_ASSIGN_OR_RETURN(std::string dir, BuildStore(ctx, c, /*take=*/false));
-  CAIRN_ASSIGN_OR_RETURN(CacheState cache, PrepareCache(ctx, dir));
+  CAIRN_ASSIGN_OR_RETURN(CacheState cache, PrepareCache(ctx, dir, /*metadata_too=*/true));
   CAIRN_ASSIGN_OR_RETURN(TimedOpen open, TimeOpen(ctx, dir));
   CAIRN_RETURN_IF_ERROR(CheckOpened(c, open, /*expect_clean=*/true));
   return OpenReport(ctx, c, cache, open);
@@ -1413,7 +1417,7 @@ absl::StatusOr<Report> RunOpenCrashCase(Context& ctx, const Case& c) {
         absl::StrFormat("the crashing child ended with status 0x%x", status));
   }
 
-  CAIRN_ASSIGN_OR_RETURN(CacheState cache, PrepareCache(ctx, dir));
+  CAIRN_ASSIGN_OR_RETURN(CacheState cache, PrepareCache(ctx, dir, /*metadata_too=*/true));
   absl::StatusOr<TimedOpen> open = TimeOpen(ctx, dir);
   if (!ctx.keep) RemoveTree(dir);
   if (!open.ok()) return open.status();

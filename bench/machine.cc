@@ -91,8 +91,22 @@ absl::StatusOr<double> ResidentFraction(const std::vector<std::string>& files) {
   return total == 0 ? 0.0 : static_cast<double>(resident) / static_cast<double>(total);
 }
 
+namespace {
+
+// Writes `what` to /proc/sys/vm/drop_caches after a sync (1: the page cache; 2: directory
+// entries and inodes). False if that was refused.
+bool DropCaches(const char* what) {
+  sync();
+  std::ofstream drop("/proc/sys/vm/drop_caches");
+  drop << what << "\n";
+  drop.flush();
+  return static_cast<bool>(drop);
+}
+
+}  // namespace
+
 absl::StatusOr<CacheState> EvictFromPageCache(const std::vector<std::string>& files,
-                                              bool allow_global_drop) {
+                                              bool allow_global_drop, bool metadata_too) {
   constexpr double kColdFraction = 0.01;
   CacheState state;
   state.method = "fadvise";
@@ -106,16 +120,14 @@ absl::StatusOr<CacheState> EvictFromPageCache(const std::vector<std::string>& fi
   }
   absl::StatusOr<double> resident = ResidentFraction(files);
   if (!resident.ok()) return resident.status();
-  if (*resident > kColdFraction && allow_global_drop && geteuid() == 0) {
-    sync();
-    std::ofstream drop("/proc/sys/vm/drop_caches");
-    drop << "1\n";
-    drop.flush();
-    if (drop) {
-      state.method = "drop_caches";
-      resident = ResidentFraction(files);
-      if (!resident.ok()) return resident.status();
-    }
+  if (*resident > kColdFraction && allow_global_drop && geteuid() == 0 && DropCaches("1")) {
+    state.method = "drop_caches";
+    resident = ResidentFraction(files);
+    if (!resident.ok()) return resident.status();
+  }
+  // Last: ResidentFraction opened every file again.
+  if (metadata_too && allow_global_drop && geteuid() == 0 && DropCaches("2")) {
+    state.method += "+inodes";
   }
   state.resident_fraction = *resident;
   state.cold = *resident <= kColdFraction;

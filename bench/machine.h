@@ -26,9 +26,12 @@ struct CacheState {
 };
 
 // Writes back and evicts `files` from the page cache. `allow_global_drop`: may fall back to
-// drop_caches, which empties the whole machine's page cache.
+// drop_caches, which empties the whole machine's page cache. `metadata_too` (with
+// allow_global_drop, as root): also drops the kernel's cached directory entries and inodes, the
+// whole machine's, so that opening the files reads their directories and inodes from the disk,
+// as after a reboot; `method` then ends in "+inodes".
 absl::StatusOr<CacheState> EvictFromPageCache(const std::vector<std::string>& files,
-                                              bool allow_global_drop);
+                                              bool allow_global_drop, bool metadata_too = false);
 
 // The fraction of the files' pages that are in the page cache (mincore on a mapping, which does
 // not fault pages in). 0 when the files are empty.
