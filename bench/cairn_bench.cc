@@ -7,7 +7,9 @@
 //
 //  raw_*         The machine's limits through cairn's I/O seam (bench/raw_limits.h): sequential
 //                O_DIRECT write (extending a new file, and overwriting it), sequential O_DIRECT
-//                read, and a 4 KiB write + fdatasync loop at the end of a growing file.
+//                read, a 4 KiB write + fdatasync loop at the end of a growing file, and rounds
+//                of one 4 KiB write to each of 64 files followed by one syncfs (group commit's
+//                I/O for 64 ledgers, from one thread).
 //  append_*      Appenders (threads) write entries of a given size, a given number per batch,
 //                to their own ledgers (appender i writes ledgers i, i + appenders, ...), in sync
 //                or async durability. "async" API: AppendAsync back to back, each timed from
@@ -134,6 +136,9 @@ ABSL_FLAG(uint64_t, raw_block_bytes, uint64_t{1} << 20,
 ABSL_FLAG(uint32_t, raw_queue_depth, 8, "Raw O_DIRECT requests kept in flight.");
 ABSL_FLAG(uint64_t, raw_sync_ops, 5000, "Rounds of the raw write + fdatasync loop.");
 ABSL_FLAG(uint64_t, raw_sync_bytes, 4096, "Bytes written per round of the raw fdatasync loop.");
+ABSL_FLAG(uint32_t, raw_group_files, 64,
+          "Files of raw_group_sync: compared with sync cases that append to as many ledgers.");
+ABSL_FLAG(uint64_t, raw_group_rounds, 500, "Rounds of raw_group_sync.");
 
 ABSL_FLAG(uint64_t, entries, 0, "Override: entries each selected cairn case appends.");
 ABSL_FLAG(uint64_t, entry_bytes, 0, "Override: bytes of each entry's value.");
@@ -203,6 +208,7 @@ enum class Kind {
   kRawWrite,
   kRawRead,
   kRawSync,
+  kRawGroupSync,
   kAppend,
   kCatchUpRead,
   kTailRead,
@@ -213,7 +219,7 @@ enum class Kind {
 
 bool IsRaw(Kind kind) {
   return kind == Kind::kRawWriteExtend || kind == Kind::kRawWrite || kind == Kind::kRawRead ||
-         kind == Kind::kRawSync;
+         kind == Kind::kRawSync || kind == Kind::kRawGroupSync;
 }
 bool IsOpen(Kind kind) { return kind == Kind::kOpenClean || kind == Kind::kOpenCrash; }
 
@@ -292,6 +298,10 @@ std::vector<Case> AllCases() {
   add({.name = "raw_fsync",
        .kind = Kind::kRawSync,
        .summary = "write 4 KiB at the end of a file + fdatasync, in a loop (ratio_fsync_*)"});
+  add({.name = "raw_group_sync",
+       .kind = Kind::kRawGroupSync,
+       .summary = "rounds of one 4 KiB O_DIRECT write to each of --raw_group_files files, all in "
+                  "flight, + one syncfs, from one thread (ratio_group_sync)"});
   add({.name = "append_sync_1KiB",
        .summary = "sync, one appender, one 1 KiB entry per blocking Append",
        .entries = 10'000,
@@ -525,6 +535,9 @@ struct RawFigures {
   std::optional<double> read_mb_per_s;
   std::optional<double> sync_ops_per_s;
   std::optional<double> sync_p99_us;
+  // raw_group_sync: writes (each one file's share of a round) per second, over group_files.
+  std::optional<double> group_sync_ops_per_s;
+  uint32_t group_files = 0;
 };
 
 struct Context {
@@ -542,6 +555,8 @@ struct Context {
   SequentialOptions raw_sequential;
   uint64_t raw_sync_ops = 0;
   uint64_t raw_sync_bytes = 0;
+  uint32_t raw_group_files = 0;
+  uint64_t raw_group_rounds = 0;
   RawFigures raw;
   // Entries per second of the last sync case with one blocking appender and one entry per
   // append, by entry size: what ratio_vs_blocking_appender compares other sync cases with.
@@ -928,6 +943,11 @@ void AddAppendRatios(Report& r, Context& ctx, const Case& c, const Headline& h) 
   r.Ratio("ratio_fsync_ops", appends_per_s, ctx.raw.sync_ops_per_s);
   r.Ratio("ratio_fsync_p99", h.p99_us, ctx.raw.sync_p99_us);
   if (c.batch_entries != 1) return;
+  if (c.ledgers > 1 && c.ledgers == ctx.raw.group_files) {
+    // Against one thread that writes as many files a round and syncs them together: the device's
+    // bound for group commit over that many ledgers, with no appender threads to wake.
+    r.Ratio("ratio_group_sync", h.append_messages_per_s, ctx.raw.group_sync_ops_per_s);
+  }
   if (c.appenders == 1 && !c.pipelined) {
     ctx.single_sync_appender_msgs_per_s[c.entry_bytes] = *h.append_messages_per_s;
   } else if (auto it = ctx.single_sync_appender_msgs_per_s.find(c.entry_bytes);
@@ -956,8 +976,13 @@ Report RawReport(const Context& ctx, const Case& c, const RawResult& result, boo
   h.p99_us = Micros(result.latency_ns.Percentile(99));
   Report r(h);
   AddSetup(r, ctx, c);
-  r.Int("direct", sync ? 0 : 1);
-  r.Int("queue_depth", sync ? 1 : ctx.raw_sequential.queue_depth);
+  if (c.kind == Kind::kRawGroupSync) {
+    r.Int("direct", 1);
+    r.Int("queue_depth", ctx.raw_group_files);
+  } else {
+    r.Int("direct", sync ? 0 : 1);
+    r.Int("queue_depth", sync ? 1 : ctx.raw_sequential.queue_depth);
+  }
   AddTail(r, result.latency_ns);
   return r;
 }
@@ -1005,6 +1030,19 @@ absl::StatusOr<Report> RunRawCase(Context& ctx, const Case& c) {
       Report r = RawReport(ctx, c, *result, false, /*sync=*/true);
       ctx.raw.sync_ops_per_s = static_cast<double>(result->operations) / result->seconds;
       ctx.raw.sync_p99_us = Micros(result->latency_ns.Percentile(99));
+      return r;
+    }
+    case Kind::kRawGroupSync: {
+      const std::string dir = ctx.root + "/raw/group";
+      RemoveTree(dir);
+      CAIRN_RETURN_IF_ERROR(MakeDirectory(dir));
+      absl::StatusOr<RawResult> result = MeasureGroupSyncLoop(
+          *ctx.fs, dir, ctx.raw_group_files, ctx.raw_group_rounds, kDirectIoAlignment);
+      RemoveTree(dir);
+      if (!result.ok()) return result.status();
+      Report r = RawReport(ctx, c, *result, false, /*sync=*/true);
+      ctx.raw.group_sync_ops_per_s = static_cast<double>(result->operations) / result->seconds;
+      ctx.raw.group_files = ctx.raw_group_files;
       return r;
     }
     default:
@@ -1811,9 +1849,12 @@ int Main(int argc, char** argv) {
   ctx.raw_sequential.queue_depth = absl::GetFlag(FLAGS_raw_queue_depth);
   ctx.raw_sync_ops = absl::GetFlag(FLAGS_raw_sync_ops);
   ctx.raw_sync_bytes = absl::GetFlag(FLAGS_raw_sync_bytes);
+  ctx.raw_group_files = absl::GetFlag(FLAGS_raw_group_files);
+  ctx.raw_group_rounds = absl::GetFlag(FLAGS_raw_group_rounds);
   if (ctx.smoke) {
     ctx.raw_sequential.file_bytes = std::min<uint64_t>(ctx.raw_sequential.file_bytes, 4 * kMiB);
     ctx.raw_sync_ops = std::min<uint64_t>(ctx.raw_sync_ops, 20);
+    ctx.raw_group_rounds = std::min<uint64_t>(ctx.raw_group_rounds, 5);
   }
 
   absl::StatusOr<IoEngine> engine = ParseIoEngine(absl::GetFlag(FLAGS_engine));

@@ -184,4 +184,52 @@ absl::StatusOr<RawResult> MeasureWriteSyncLoop(FileSystem& fs, const std::string
   return result;
 }
 
+absl::StatusOr<RawResult> MeasureGroupSyncLoop(FileSystem& fs, const std::string& dir,
+                                               uint32_t files, uint64_t rounds,
+                                               uint64_t write_bytes) {
+  if (files == 0 || write_bytes == 0 || write_bytes % kDirectIoAlignment != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "group sync: %d files of writes of %d bytes (a positive multiple of %d)", files,
+        write_bytes, kDirectIoAlignment));
+  }
+  std::vector<std::unique_ptr<File>> open;
+  std::vector<IoRequest> allocations;
+  for (uint32_t i = 0; i < files; ++i) {
+    CAIRN_ASSIGN_OR_RETURN(
+        std::unique_ptr<File> file,
+        fs.OpenFile(absl::StrFormat("%s/group-%d.data", dir, i),
+                    {.create = true, .exclusive = true, .direct = true}));
+    allocations.push_back(IoRequest::Allocate(file.get(), 0, (rounds + 1) * write_bytes));
+    open.push_back(std::move(file));
+  }
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<IoQueue> queue,
+                         fs.NewQueue({.depth = std::max<uint32_t>(files, 1)}));
+  CAIRN_RETURN_IF_ERROR(RunAll(*queue, allocations));
+  const AlignedBuffer buffer = RandomBuffer(write_bytes, 11);
+  std::span<char> data(buffer.get(), write_bytes);
+  const std::vector<IoRequest> sync = {IoRequest::SyncFileSystem(open.front().get())};
+  // One untimed round, so that the files' creation and allocation are not in the first sample.
+  std::vector<IoRequest> writes;
+  for (const auto& file : open) writes.push_back(IoRequest::Write(file.get(), 0, data));
+  CAIRN_RETURN_IF_ERROR(RunAll(*queue, writes));
+  CAIRN_RETURN_IF_ERROR(RunAll(*queue, sync));
+
+  RawResult result;
+  const Clock::time_point begin = Clock::now();
+  for (uint64_t round = 1; round <= rounds; ++round) {
+    std::memcpy(data.data(), &round, sizeof(round));
+    const Clock::time_point start = Clock::now();
+    for (size_t i = 0; i < open.size(); ++i) {
+      writes[i] = IoRequest::Write(open[i].get(), round * write_bytes, data);
+    }
+    CAIRN_RETURN_IF_ERROR(RunAll(*queue, writes));
+    CAIRN_RETURN_IF_ERROR(RunAll(*queue, sync));
+    result.latency_ns.Record(Nanoseconds(Clock::now() - start));
+  }
+  result.seconds = Seconds(Clock::now() - begin);
+  result.operations = rounds * files;
+  result.bytes = result.operations * write_bytes;
+  return result;
+}
+
 }  // namespace cairn::bench

@@ -10,6 +10,10 @@
 //  - Sequential read: O_DIRECT reads of the same file, so the page cache cannot help.
 //  - Write + fdatasync: a loop of (write `write_bytes` at the end of a growing file, wait,
 //    fdatasync, wait), buffered like cairn's segment files. Each iteration is one latency sample.
+//  - Group sync: the best a round of group commit over many files can do on this disk, from one
+//    thread. Each round writes `write_bytes` with O_DIRECT at the end of every one of `files`
+//    files (allocated ahead, as cairn's segments are), all in flight together, then syncs the file
+//    system once. Each round is one latency sample; each file's write counts as one operation.
 //
 // Buffers are filled with pseudo-random bytes, so that a device or a virtual disk that detects
 // zero or repeated blocks gets no shortcut.
@@ -49,5 +53,10 @@ absl::StatusOr<RawResult> MeasureSequentialRead(FileSystem& fs, const std::strin
 // `operations` rounds of write + fdatasync, appending to a new file at `path`.
 absl::StatusOr<RawResult> MeasureWriteSyncLoop(FileSystem& fs, const std::string& path,
                                                uint64_t operations, uint64_t write_bytes);
+
+// `rounds` rounds of group sync over `files` new files in the existing directory `dir`.
+absl::StatusOr<RawResult> MeasureGroupSyncLoop(FileSystem& fs, const std::string& dir,
+                                               uint32_t files, uint64_t rounds,
+                                               uint64_t write_bytes);
 
 }  // namespace cairn::bench
