@@ -189,6 +189,12 @@ def main():
     a100 = num(plain.get("append_async_100B"), "append_msgs_per_s")
     a64 = num(plain.get("append_async_64KiB"), "ratio_write_bw")
     a64x = num(plain.get("append_async_1KiBx64"), "ratio_write_bw")
+    a64r = num(plain.get("append_async_64KiB_recycled"), "ratio_write_bw")
+    # New segment files against raw writes into a new file: blocks written for the first time
+    # on both sides (ratio of the medians).
+    a64_mb = num(plain.get("append_async_64KiB"), "append_MB_per_s")
+    extend_mb = num(plain.get("raw_write_extend"), "append_MB_per_s")
+    a64_new = a64_mb / extend_mb if a64_mb and extend_mb else None
     s1 = plain.get("append_sync_1KiB")
     s1_p99, s1_ops = num(s1, "ratio_fsync_p99"), num(s1, "ratio_fsync_ops")
     s64 = num(plain.get("append_sync_64x1KiB"), "ratio_vs_blocking_appender")
@@ -209,6 +215,10 @@ def main():
              lambda v: v >= 0.8, f"{fmt(a64)} × raw"))
     w(target("async, batches of 64 KiB (1 KiB × 64)", a64x, "≥ 0.8 × raw O_DIRECT write",
              lambda v: v >= 0.8, f"{fmt(a64x)} × raw"))
+    w(target("… the same 64 KiB entries into new segment files, against raw writes into a new file",
+             a64_new, "≥ 0.8 × `raw_write_extend`", lambda v: v >= 0.8, f"{fmt(a64_new)} × raw"))
+    w(target("… into segment files recycled from a deleted ledger, against raw overwrite", a64r,
+             "≥ 0.8 × `raw_write`", lambda v: v >= 0.8, f"{fmt(a64r)} × raw"))
     w(target("sync, one appender, 1 entry per append: p99", s1_p99, "≤ 1.3 × raw fsync p99",
              lambda v: v <= 1.3, f"{fmt(s1_p99)} × raw"))
     w(target("sync, one appender, 1 entry per append: ops/s", s1_ops, "≥ 0.9 × raw fsync ops/s",

@@ -9,7 +9,9 @@ Starts `cairnd standalone` on a fresh directory (loopback, free ports; or `cairn
      same workload appended through the library in-process (`--embedded`), alternating, RUNS
      times each; medians and their ratio (target: >= 1M messages/s and >= 0.5x embedded);
   2. publish latency, sync durability: the maximum rate first, then half of it for a few
-     seconds; p50/p99 (target: p99 <= 2 ms at half the maximum rate).
+     seconds; p50/p99 (target: p99 <= 2 ms at half the maximum rate), and what the store's
+     syncs took meanwhile (its cairn_store_sync_seconds histogram, scraped before and after):
+     a sync that stalls delays every message waiting for it.
 
 Every result line is printed as `cairn perf` wrote it, then a summary.
 
@@ -36,6 +38,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+
+METRICS_LINE = r'serving metrics on http://127\.0\.0\.1:([0-9]+)/metrics'
 
 
 def fields(line):
@@ -57,6 +62,63 @@ def start_daemon(cairnd, args, log, pattern):
     sys.exit(f'cairnd {args[0]} did not start:\n' + open(log).read())
 
 
+def wait_log(log, pattern, proc):
+    """Waits for `pattern` in the log of a started daemon; returns its first group."""
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        m = re.search(pattern, open(log).read())
+        if m:
+            return m.group(1)
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    sys.exit(f'no "{pattern}" in {log}:\n' + open(log).read())
+
+
+def histogram(scrape, name):
+    """The buckets of histogram `name` in a scrape: [(bound in s, cumulative count)]."""
+    buckets = []
+    for m in re.finditer(r'^' + name + r'_bucket\{le="([^"]+)"\} (\d+)$', scrape, re.MULTILINE):
+        buckets.append((float('inf') if m.group(1) == '+Inf' else float(m.group(1)),
+                        int(m.group(2))))
+    return buckets
+
+
+def describe(name, before, after, seconds, slow=None):
+    """What histogram `name` counted between two scrapes: quantiles as bucket bounds, and with
+    `slow` (a bucket bound, in seconds) the observations past it and the least time they took."""
+    b, a = histogram(before, name), histogram(after, name)
+    if not a or len(a) != len(b):
+        return f'no {name} in the scrape'
+    delta = [(bound, n - m) for (bound, n), (_, m) in zip(a, b)]
+    count = delta[-1][1]
+    if count == 0:
+        return 'none'
+
+    def quantile(q):
+        for bound, cumulative in delta:
+            if cumulative >= q * count:
+                return bound
+        return float('inf')
+
+    def ms(bound):
+        return f'over {delta[-2][0] * 1e3:,.0f} ms' if bound == float('inf') \
+            else f'<= {bound * 1e3:.2f} ms'
+
+    text = f'{count:,}, p50 {ms(quantile(0.5))}, p99 {ms(quantile(0.99))}, max {ms(quantile(1.0))}'
+    if slow is not None:
+        # Each observation past `slow` took at least its bucket's lower bound.
+        over, least_seconds, previous = 0, 0.0, (0.0, 0)
+        for bound, cumulative in delta:
+            if previous[0] >= slow:
+                over += cumulative - previous[1]
+                least_seconds += (cumulative - previous[1]) * previous[0]
+            previous = (bound, cumulative)
+        text += (f'; {over:,} over {slow * 1e3:.2f} ms, together at least '
+                 f'{100 * least_seconds / seconds:.1f}% of the {seconds:.0f} s')
+    return text
+
+
 def cpu_seconds(pid):
     """User + system CPU time of process `pid` so far (all its threads)."""
     with open(f'/proc/{pid}/stat') as f:
@@ -73,23 +135,39 @@ class Server:
         if journal:
             store_flags += ['--journal-dir', os.path.join(data, 'journal')]
         self.procs = []
+        self.metrics_ports = []
         if split:
             store, store_address = start_daemon(
                 cairnd, ['store', '--data-dir', os.path.join(data, 'store'), '--listen',
-                         '127.0.0.1:0', '--metrics-listen', 'none'] + store_flags,
+                         '127.0.0.1:0', '--metrics-listen', '127.0.0.1:0'] + store_flags,
                 os.path.join(data, 'store.log'), r'store node listening on (\S+)')
             self.procs.append(store)
+            self.metrics_ports.append(wait_log(os.path.join(data, 'store.log'), METRICS_LINE,
+                                               store))
             proxy, self.address = start_daemon(
                 cairnd, ['proxy', '--store', store_address, '--listen', '127.0.0.1:0',
-                         '--metrics-listen', 'none'],
+                         '--metrics-listen', '127.0.0.1:0'],
                 os.path.join(data, 'proxy.log'), r'proxy listening on (\S+)')
             self.procs.insert(0, proxy)  # stopped first
+            self.metrics_ports.append(wait_log(os.path.join(data, 'proxy.log'), METRICS_LINE,
+                                               proxy))
         else:
             standalone, self.address = start_daemon(
                 cairnd, ['standalone', '--data-dir', os.path.join(data, 'store'), '--listen',
-                         '127.0.0.1:0', '--metrics-listen', 'none'] + store_flags,
+                         '127.0.0.1:0', '--metrics-listen', '127.0.0.1:0'] + store_flags,
                 os.path.join(data, 'standalone.log'), r'proxy listening on (\S+)')
             self.procs.append(standalone)
+            self.metrics_ports.append(wait_log(os.path.join(data, 'standalone.log'),
+                                               METRICS_LINE, standalone))
+
+    def scrape(self):
+        """The daemons' /metrics, one after the other."""
+        text = ''
+        for port in self.metrics_ports:
+            url = f'http://127.0.0.1:{port}/metrics'
+            with urllib.request.urlopen(url, timeout=10) as reply:
+                text += reply.read().decode()
+        return text
 
     def cpu_seconds(self):
         return sum(cpu_seconds(p.pid) for p in self.procs)
@@ -165,10 +243,16 @@ def main():
                              str(a.latency_linger_us), '--size', '100', '--messages',
                              str(a.messages // 2)])
             max_rate = float(r['append_msgs_per_s'])
+            scrape_before = server.scrape()
             r = perf(cairn, ['perf', '--proxy', server.address, '--linger-us',
                              str(a.latency_linger_us), '--size', '100', '--rate',
                              str(int(max_rate / 2)), '--duration', str(a.latency_seconds)])
             half = r
+            scrape_after = server.scrape()
+            syncs = describe('cairn_store_sync_seconds', scrape_before, scrape_after,
+                             float(r['seconds']), slow=0.002048)
+            sends = describe('cairn_proxy_send_latency_seconds', scrape_before, scrape_after,
+                             float(r['seconds']))
         finally:
             server.stop()
         proxy = statistics.median(proxy_rates)
@@ -196,6 +280,9 @@ def main():
               f' msgs/s, p50 {float(half["p50_us"]) / 1000:.2f} ms, p99 {p99_ms:.2f} ms, '
               f'p999 {float(half["p999_us"]) / 1000:.2f} ms')
         print(f'  target p99 <= 2 ms: {"met" if p99_ms <= 2 else "NOT met"}')
+        print(f'  meanwhile, the store\'s syncs (cairn_store_sync_seconds): {syncs}')
+        print(f'  and the sends from arrival at the proxy to the store\'s acknowledgement '
+              f'(cairn_proxy_send_latency_seconds): {sends}')
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

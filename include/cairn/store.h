@@ -15,6 +15,7 @@
 // The on-disk layout, the durability argument and recovery are described in docs/storage.md.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -178,6 +179,14 @@ struct StoreStats {
   uint64_t appender_rounds = 0;
   // Passes of StoreOptions::async_sync_interval_ms's syncs that synced at least one segment.
   uint64_t background_syncs = 0;
+  // How long the group commit's syncs took, one observation per round that synced under kSync
+  // (its fdatasyncs or syncfs side by side, or the journal's fdatasync): what the disk adds to
+  // every synced append's latency, in whole microseconds. Bucket i counts the rounds whose sync
+  // took at most 2^i µs and more than 2^(i-1) (bucket 0: at most 1 µs); the last bucket counts
+  // the rest, however long. The sum is in microseconds.
+  static constexpr int kSyncTimeBuckets = 25;  // The last finite bound: 2^23 µs, about 8.4 s.
+  std::array<uint64_t, kSyncTimeBuckets> sync_time_buckets{};
+  uint64_t sync_time_sum_us = 0;
 };
 
 // The ledgers' interface, as streams use it: a local Store implements it, and so will a client

@@ -133,12 +133,14 @@ struct MetricsRegistry::Metric {
   std::unique_ptr<Counter> counter;
   std::unique_ptr<Histogram> histogram;
   std::function<uint64_t()> counter_function;
+  std::vector<double> histogram_bounds;  // of histogram_function
+  std::function<Histogram::Snapshot()> histogram_function;
   std::function<double()> gauge;
   std::function<std::vector<LabeledSample>()> family;
 
   const char* type() const {
     if (counter || counter_function) return "counter";
-    if (histogram) return "histogram";
+    if (histogram || histogram_function) return "histogram";
     return "gauge";
   }
 };
@@ -180,6 +182,17 @@ void MetricsRegistry::AddGauge(std::string name, std::string help, std::function
   Add(std::move(name), std::move(help)).gauge = std::move(read);
 }
 
+void MetricsRegistry::AddHistogramFunction(std::string name, std::string help,
+                                           std::vector<double> bounds,
+                                           std::function<Histogram::Snapshot()> read) {
+  // The same checks of the bounds as a histogram's own.
+  Histogram check(bounds);
+  std::lock_guard lock(mu_);
+  Metric& metric = Add(std::move(name), std::move(help));
+  metric.histogram_bounds = std::move(bounds);
+  metric.histogram_function = std::move(read);
+}
+
 void MetricsRegistry::AddCounterFunction(std::string name, std::string help,
                                          std::function<uint64_t()> read) {
   std::lock_guard lock(mu_);
@@ -203,9 +216,15 @@ std::string MetricsRegistry::Render() const {
       absl::StrAppend(&out, name, " ", metric->counter->value(), "\n");
     } else if (metric->counter_function) {
       absl::StrAppend(&out, name, " ", metric->counter_function(), "\n");
-    } else if (metric->histogram) {
-      const Histogram::Snapshot snapshot = metric->histogram->snapshot();
-      const std::vector<double>& bounds = metric->histogram->bounds();
+    } else if (metric->histogram || metric->histogram_function) {
+      const Histogram::Snapshot snapshot = metric->histogram ? metric->histogram->snapshot()
+                                                             : metric->histogram_function();
+      const std::vector<double>& bounds =
+          metric->histogram ? metric->histogram->bounds() : metric->histogram_bounds;
+      if (snapshot.cumulative.size() != bounds.size() + 1) {
+        Die(absl::StrCat("histogram '", name, "' read ", snapshot.cumulative.size(),
+                         " buckets for ", bounds.size(), " bounds and +Inf"));
+      }
       for (size_t i = 0; i < bounds.size(); ++i) {
         absl::StrAppend(&out, name, "_bucket{le=\"", FormatDouble(bounds[i]), "\"} ",
                         snapshot.cumulative[i], "\n");

@@ -90,6 +90,10 @@ class MetricsRegistry {
   // A counter kept elsewhere (a store's own statistics, say), read at scrape time like a gauge.
   // `read` must never go down.
   void AddCounterFunction(std::string name, std::string help, std::function<uint64_t()> read);
+  // A histogram kept elsewhere, read at scrape time: `read` returns its buckets cumulated over
+  // `bounds` (then +Inf, which is the count) and its sum, never going down.
+  void AddHistogramFunction(std::string name, std::string help, std::vector<double> bounds,
+                            std::function<Histogram::Snapshot()> read);
   // A gauge with labels: `read` returns one sample per label set, e.g.
   // {{{"topic", "t"}, {"subscription", "s"}}, 42}. Label names must be valid Prometheus label
   // names; values are escaped.

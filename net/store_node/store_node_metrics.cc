@@ -31,6 +31,22 @@ void RegisterStoreMetrics(MetricsRegistry& registry, Store* store) {
       "cairn_store_background_syncs_total",
       "Passes of the async durability's periodic syncs (--async-sync-interval-ms).",
       [store] { return store->stats().background_syncs; });
+  // Bucket i of the store's counts syncs under 2^i µs: bounds of 1 µs to 2^23 µs, in seconds.
+  registry.AddHistogramFunction(
+      "cairn_store_sync_seconds",
+      "Time the group commit's sync took, per round that synced appends (sync durability): what "
+      "the disk adds to every synced append.",
+      ExponentialBuckets(1e-6, 2, StoreStats::kSyncTimeBuckets - 1), [store] {
+        const StoreStats stats = store->stats();
+        Histogram::Snapshot snapshot;
+        uint64_t total = 0;
+        for (uint64_t count : stats.sync_time_buckets) {
+          total += count;
+          snapshot.cumulative.push_back(total);
+        }
+        snapshot.sum = static_cast<double>(stats.sync_time_sum_us) / 1e6;
+        return snapshot;
+      });
   registry.AddGauge("cairn_store_read_only",
                     "1 once the store has stopped acknowledging after an I/O failure (fail-stop).",
                     [store] { return store->read_only() ? 1.0 : 0.0; });

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -924,7 +925,7 @@ void StoreImpl::ReleaseReader(const std::shared_ptr<Ledger>& ledger) {
 }
 
 StoreStats StoreImpl::stats() const {
-  return StoreStats{
+  StoreStats stats{
       .appends_acknowledged = appends_acknowledged_.load(std::memory_order_relaxed),
       .bytes_acknowledged = bytes_acknowledged_.load(std::memory_order_relaxed),
       .group_commits = group_commits_.load(std::memory_order_relaxed),
@@ -932,6 +933,23 @@ StoreStats StoreImpl::stats() const {
       .appender_rounds = appender_rounds_.load(std::memory_order_relaxed),
       .background_syncs = background_syncs_.load(std::memory_order_relaxed),
   };
+  for (int i = 0; i < StoreStats::kSyncTimeBuckets; ++i) {
+    stats.sync_time_buckets[i] = sync_time_buckets_[i].load(std::memory_order_relaxed);
+  }
+  stats.sync_time_sum_us = sync_time_sum_us_.load(std::memory_order_relaxed);
+  return stats;
+}
+
+void StoreImpl::RecordSyncTime(std::chrono::steady_clock::time_point start) {
+  const uint64_t us = static_cast<uint64_t>(std::max<int64_t>(
+      0, std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                               start)
+             .count()));
+  // The first bucket whose bound, 2^i µs, is not below `us`.
+  const int bucket =
+      std::min<int>(us == 0 ? 0 : std::bit_width(us - 1), StoreStats::kSyncTimeBuckets - 1);
+  sync_time_buckets_[bucket].fetch_add(1, std::memory_order_relaxed);
+  sync_time_sum_us_.fetch_add(us, std::memory_order_relaxed);
 }
 
 bool StoreImpl::read_only() const {
@@ -1808,19 +1826,23 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
           }
         }
         uint64_t syncs = 0;
+        const auto sync_start = std::chrono::steady_clock::now();
         run([&syncs](Part& p, size_t i) -> std::optional<IoRequest> {
           if (p.sync_leader != (i & 0xffffffff)) return std::nullopt;
           ++syncs;
           return p.sync_covers_others ? IoRequest::SyncFileSystem(p.file.get(), i)
                                       : IoRequest::DataSync(p.file.get(), i);
         });
+        if (syncs > 0) RecordSyncTime(sync_start);
         for (Part& p : parts) {
           if (&p != &parts[p.sync_leader]) p.status.Update(parts[p.sync_leader].status);
         }
         append_syncs_.fetch_add(syncs, std::memory_order_relaxed);
       } else if (journal_bytes > 0) {
         append_syncs_.fetch_add(1, std::memory_order_relaxed);
+        const auto sync_start = std::chrono::steady_clock::now();
         absl::Status synced = DataSync(queue, *journal_file_);
+        RecordSyncTime(sync_start);
         for (Part& p : parts) p.status.Update(synced);
       }
     }

@@ -13,6 +13,7 @@
 // while calling back into user code.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -434,6 +435,10 @@ class StoreImpl final : public Store {
   std::atomic<uint64_t> append_syncs_{0};
   std::atomic<uint64_t> appender_rounds_{0};
   std::atomic<uint64_t> background_syncs_{0};
+  std::array<std::atomic<uint64_t>, StoreStats::kSyncTimeBuckets> sync_time_buckets_{};
+  std::atomic<uint64_t> sync_time_sum_us_{0};
+  // Counts one round's sync, begun at `start`, into the two above.
+  void RecordSyncTime(std::chrono::steady_clock::time_point start);
 
  public:
   // Blocking appenders sleep on this word (a futex) until their answer is there; it is bumped

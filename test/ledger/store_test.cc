@@ -346,12 +346,40 @@ TEST_CASE("ledger store: appends get dense ids across batches", "[ledger]") {
   CHECK(info.segment_count >= 1);
 }
 
+// Checks the distribution of the rounds' sync times against its own sum: each observation of
+// bucket i took at most 2^i µs and more than 2^(i-1) (bucket 0: at most 1 µs), and the last
+// bucket only bounds it from below.
+void CheckSyncTimes(const StoreStats& stats, uint64_t rounds) {
+  uint64_t count = 0;
+  uint64_t least_us = 0;
+  uint64_t most_us = 0;
+  for (int i = 0; i < StoreStats::kSyncTimeBuckets; ++i) {
+    const uint64_t n = stats.sync_time_buckets[i];
+    count += n;
+    least_us += n * (i == 0 ? 0 : (uint64_t{1} << (i - 1)) + 1);
+    most_us += n * (uint64_t{1} << i);
+  }
+  CHECK(count == rounds);
+  CHECK(stats.sync_time_sum_us >= least_us);
+  if (stats.sync_time_buckets.back() == 0) CHECK(stats.sync_time_sum_us <= most_us);
+}
+
 TEST_CASE("ledger store: stats count acknowledged appends, their bytes and their syncs",
           "[ledger]") {
   MemoryStore m;
-  for (Durability durability : {Durability::kSync, Durability::kAsync}) {
+  REQUIRE(m.fs().CreateDirectory("/journal").ok());
+  struct Config {
+    Durability durability;
+    bool journal;
+  };
+  for (const Config config : {Config{Durability::kSync, false}, Config{Durability::kAsync, false},
+                              Config{Durability::kSync, true}}) {
+    const Durability durability = config.durability;
+    INFO((durability == Durability::kSync ? "sync" : "async")
+         << (config.journal ? ", with a journal" : ""));
     StoreOptions options = m.Options();
     options.durability = durability;
+    if (config.journal) options.journal_dir = "/journal";
     auto store = m.Open(options);
     CHECK(store->stats().appends_acknowledged == 0);
     const uint64_t a = Unwrap(store->CreateLedger());
@@ -373,6 +401,8 @@ TEST_CASE("ledger store: stats count acknowledged appends, their bytes and their
     // Each Append waited for its own: one round each, and under kSync one sync of its segment.
     CHECK(stats.group_commits == 6);
     CHECK(stats.append_syncs == (durability == Durability::kSync ? 6 : 0));
+    // One sync time per round that synced (the segment's, or the journal's).
+    CheckSyncTimes(stats, durability == Durability::kSync ? 6 : 0);
     writer_a.reset();
     writer_b.reset();
     REQUIRE(store->Close().ok());

@@ -67,6 +67,24 @@ TEST_CASE("metrics: histogram buckets are cumulative and end with +Inf", "[net][
   CHECK(text.find("cairn_odd_bucket{le=\"1e+40\"} 0\n") != std::string::npos);
 }
 
+TEST_CASE("metrics: a histogram kept elsewhere is read at scrape time", "[net][metrics]") {
+  MetricsRegistry registry;
+  std::vector<uint64_t> cumulative = {1, 1, 3};
+  registry.AddHistogramFunction("cairn_kept_seconds", "Kept elsewhere.", {0.5, 2}, [&] {
+    return Histogram::Snapshot{.cumulative = cumulative, .sum = 3.25};
+  });
+  CHECK(registry.Render() ==
+        "# HELP cairn_kept_seconds Kept elsewhere.\n"
+        "# TYPE cairn_kept_seconds histogram\n"
+        "cairn_kept_seconds_bucket{le=\"0.5\"} 1\n"
+        "cairn_kept_seconds_bucket{le=\"2\"} 1\n"
+        "cairn_kept_seconds_bucket{le=\"+Inf\"} 3\n"
+        "cairn_kept_seconds_sum 3.25\n"
+        "cairn_kept_seconds_count 3\n");
+  cumulative = {2, 4, 4};
+  CHECK(registry.Render().find("cairn_kept_seconds_bucket{le=\"2\"} 4\n") != std::string::npos);
+}
+
 TEST_CASE("metrics: a gauge family escapes its label values", "[net][metrics]") {
   MetricsRegistry registry;
   registry.AddGaugeFamily("cairn_backlog", "Entries not yet acknowledged.", [] {
@@ -155,6 +173,11 @@ TEST_CASE("cairnd store: GET /metrics counts appends, other paths are 404",
     CHECK(MetricSample(scrape, "cairn_store_appends_acknowledged_total") == 5);
     CHECK(MetricSample(scrape, "cairn_store_append_syncs_total") >= 1);  // sync durability
     CHECK(MetricSample(scrape, "cairn_store_group_commits_total") >= 1);
+    // Every round synced (sync durability): one sync time each, the last bucket at 2^23 µs.
+    CHECK(MetricSample(scrape, "cairn_store_sync_seconds_count") ==
+          MetricSample(scrape, "cairn_store_group_commits_total"));
+    CHECK(MetricSample(scrape, "cairn_store_sync_seconds_sum") > 0);
+    CHECK(scrape.find("cairn_store_sync_seconds_bucket{le=\"8.388608\"} ") != std::string::npos);
     CHECK(MetricSample(scrape, "cairn_store_read_only") == 0);
     CHECK(MetricSample(scrape, "cairn_store_bytes_acknowledged_total") ==
           MetricSample(scrape, "cairn_store_node_append_bytes_total"));
