@@ -161,6 +161,20 @@ struct VerifyReport {
   std::vector<Damage> damage;  // Empty: every checksum and index entry checked out.
 };
 
+// A distribution of durations in whole microseconds, in power-of-two buckets: bucket i counts
+// those of at most 2^i µs and more than 2^(i-1) (bucket 0: at most 1 µs); the last bucket counts
+// the rest, however long.
+struct TimeDistribution {
+  static constexpr int kBuckets = 25;  // The last finite bound: 2^23 µs, about 8.4 s.
+  std::array<uint64_t, kBuckets> buckets{};
+  uint64_t sum_us = 0;
+  uint64_t count() const {
+    uint64_t total = 0;
+    for (uint64_t n : buckets) total += n;
+    return total;
+  }
+};
+
 // Counters since Open, for monitoring (a metrics endpoint, say). Each counter is exact, but the
 // set is not one instant's snapshot: they are read one after the other.
 struct StoreStats {
@@ -179,14 +193,12 @@ struct StoreStats {
   uint64_t appender_rounds = 0;
   // Passes of StoreOptions::async_sync_interval_ms's syncs that synced at least one segment.
   uint64_t background_syncs = 0;
-  // How long the group commit's syncs took, one observation per round that synced under kSync
-  // (its fdatasyncs or syncfs side by side, or the journal's fdatasync): what the disk adds to
-  // every synced append's latency, in whole microseconds. Bucket i counts the rounds whose sync
-  // took at most 2^i µs and more than 2^(i-1) (bucket 0: at most 1 µs); the last bucket counts
-  // the rest, however long. The sum is in microseconds.
-  static constexpr int kSyncTimeBuckets = 25;  // The last finite bound: 2^23 µs, about 8.4 s.
-  std::array<uint64_t, kSyncTimeBuckets> sync_time_buckets{};
-  uint64_t sync_time_sum_us = 0;
+  // How long the group commit's writes took, one observation per round that wrote appends (its
+  // segments' writes and the journal's, side by side), and its syncs, one per round that synced
+  // under kSync (its fdatasyncs or syncfs side by side, or the journal's fdatasync): what the
+  // disk adds to every append's latency.
+  TimeDistribution write_times;
+  TimeDistribution sync_times;
 };
 
 // The ledgers' interface, as streams use it: a local Store implements it, and so will a client

@@ -31,22 +31,31 @@ void RegisterStoreMetrics(MetricsRegistry& registry, Store* store) {
       "cairn_store_background_syncs_total",
       "Passes of the async durability's periodic syncs (--async-sync-interval-ms).",
       [store] { return store->stats().background_syncs; });
-  // Bucket i of the store's counts syncs under 2^i µs: bounds of 1 µs to 2^23 µs, in seconds.
-  registry.AddHistogramFunction(
-      "cairn_store_sync_seconds",
-      "Time the group commit's sync took, per round that synced appends (sync durability): what "
-      "the disk adds to every synced append.",
-      ExponentialBuckets(1e-6, 2, StoreStats::kSyncTimeBuckets - 1), [store] {
-        const StoreStats stats = store->stats();
-        Histogram::Snapshot snapshot;
-        uint64_t total = 0;
-        for (uint64_t count : stats.sync_time_buckets) {
-          total += count;
-          snapshot.cumulative.push_back(total);
-        }
-        snapshot.sum = static_cast<double>(stats.sync_time_sum_us) / 1e6;
-        return snapshot;
-      });
+  // Bucket i of a TimeDistribution counts durations of at most 2^i µs: bounds of 1 µs to
+  // 2^23 µs, in seconds, then +Inf.
+  const auto times = [&](const char* name, const char* help,
+                         TimeDistribution (*read)(const StoreStats&)) {
+    registry.AddHistogramFunction(
+        name, help, ExponentialBuckets(1e-6, 2, TimeDistribution::kBuckets - 1), [store, read] {
+          const TimeDistribution d = read(store->stats());
+          Histogram::Snapshot snapshot;
+          uint64_t total = 0;
+          for (uint64_t count : d.buckets) {
+            total += count;
+            snapshot.cumulative.push_back(total);
+          }
+          snapshot.sum = static_cast<double>(d.sum_us) / 1e6;
+          return snapshot;
+        });
+  };
+  times("cairn_store_write_seconds",
+        "Time the group commit's writes took, per round that wrote appends (segments and journal "
+        "side by side).",
+        [](const StoreStats& s) { return s.write_times; });
+  times("cairn_store_sync_seconds",
+        "Time the group commit's sync took, per round that synced appends (sync durability): what "
+        "the disk adds to every synced append.",
+        [](const StoreStats& s) { return s.sync_times; });
   registry.AddGauge("cairn_store_read_only",
                     "1 once the store has stopped acknowledging after an I/O failure (fail-stop).",
                     [store] { return store->read_only() ? 1.0 : 0.0; });

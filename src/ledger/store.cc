@@ -925,31 +925,37 @@ void StoreImpl::ReleaseReader(const std::shared_ptr<Ledger>& ledger) {
 }
 
 StoreStats StoreImpl::stats() const {
-  StoreStats stats{
+  return StoreStats{
       .appends_acknowledged = appends_acknowledged_.load(std::memory_order_relaxed),
       .bytes_acknowledged = bytes_acknowledged_.load(std::memory_order_relaxed),
       .group_commits = group_commits_.load(std::memory_order_relaxed),
       .append_syncs = append_syncs_.load(std::memory_order_relaxed),
       .appender_rounds = appender_rounds_.load(std::memory_order_relaxed),
       .background_syncs = background_syncs_.load(std::memory_order_relaxed),
+      .write_times = write_times_.Read(),
+      .sync_times = sync_times_.Read(),
   };
-  for (int i = 0; i < StoreStats::kSyncTimeBuckets; ++i) {
-    stats.sync_time_buckets[i] = sync_time_buckets_[i].load(std::memory_order_relaxed);
-  }
-  stats.sync_time_sum_us = sync_time_sum_us_.load(std::memory_order_relaxed);
-  return stats;
 }
 
-void StoreImpl::RecordSyncTime(std::chrono::steady_clock::time_point start) {
+void StoreImpl::TimeCounter::Record(std::chrono::steady_clock::time_point start) {
   const uint64_t us = static_cast<uint64_t>(std::max<int64_t>(
       0, std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
                                                                start)
              .count()));
   // The first bucket whose bound, 2^i µs, is not below `us`.
   const int bucket =
-      std::min<int>(us == 0 ? 0 : std::bit_width(us - 1), StoreStats::kSyncTimeBuckets - 1);
-  sync_time_buckets_[bucket].fetch_add(1, std::memory_order_relaxed);
-  sync_time_sum_us_.fetch_add(us, std::memory_order_relaxed);
+      std::min<int>(us == 0 ? 0 : std::bit_width(us - 1), TimeDistribution::kBuckets - 1);
+  buckets_[bucket].fetch_add(1, std::memory_order_relaxed);
+  sum_us_.fetch_add(us, std::memory_order_relaxed);
+}
+
+TimeDistribution StoreImpl::TimeCounter::Read() const {
+  TimeDistribution d;
+  for (int i = 0; i < TimeDistribution::kBuckets; ++i) {
+    d.buckets[i] = buckets_[i].load(std::memory_order_relaxed);
+  }
+  d.sum_us = sum_us_.load(std::memory_order_relaxed);
+  return d;
 }
 
 bool StoreImpl::read_only() const {
@@ -1781,6 +1787,7 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
       }
     }
     absl::Status extras_status;  // Of extra_requests.
+    const auto write_start = std::chrono::steady_clock::now();
     // In async mode a big round's writes go in pieces, each started once copied (Part::Write),
     // so that the device is not idle while the worker copies. Where appends are synced, a round
     // keeps one write per segment: a crash tears at most that write, at the segment's end.
@@ -1808,7 +1815,10 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
     std::vector<bool> written(parts.size());
     for (size_t i = 0; i < parts.size(); ++i) written[i] = parts[i].status.ok();
     const size_t parts_written = std::count(written.begin(), written.end(), true);
-    if (parts_written > 0) group_commits_.fetch_add(1, std::memory_order_relaxed);
+    if (parts_written > 0) {
+      group_commits_.fetch_add(1, std::memory_order_relaxed);
+      write_times_.Record(write_start);
+    }
     if (options_.durability == Durability::kSync) {
       if (!journaled()) {
         // One fdatasync per written segment, except where several segments of a round share a
@@ -1833,7 +1843,7 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
           return p.sync_covers_others ? IoRequest::SyncFileSystem(p.file.get(), i)
                                       : IoRequest::DataSync(p.file.get(), i);
         });
-        if (syncs > 0) RecordSyncTime(sync_start);
+        if (syncs > 0) sync_times_.Record(sync_start);
         for (Part& p : parts) {
           if (&p != &parts[p.sync_leader]) p.status.Update(parts[p.sync_leader].status);
         }
@@ -1842,7 +1852,7 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
         append_syncs_.fetch_add(1, std::memory_order_relaxed);
         const auto sync_start = std::chrono::steady_clock::now();
         absl::Status synced = DataSync(queue, *journal_file_);
-        RecordSyncTime(sync_start);
+        sync_times_.Record(sync_start);
         for (Part& p : parts) p.status.Update(synced);
       }
     }

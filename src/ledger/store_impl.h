@@ -435,10 +435,19 @@ class StoreImpl final : public Store {
   std::atomic<uint64_t> append_syncs_{0};
   std::atomic<uint64_t> appender_rounds_{0};
   std::atomic<uint64_t> background_syncs_{0};
-  std::array<std::atomic<uint64_t>, StoreStats::kSyncTimeBuckets> sync_time_buckets_{};
-  std::atomic<uint64_t> sync_time_sum_us_{0};
-  // Counts one round's sync, begun at `start`, into the two above.
-  void RecordSyncTime(std::chrono::steady_clock::time_point start);
+  // A TimeDistribution counted from any thread (relaxed).
+  class TimeCounter {
+   public:
+    // Counts the time from `start` until now.
+    void Record(std::chrono::steady_clock::time_point start);
+    TimeDistribution Read() const;
+
+   private:
+    std::array<std::atomic<uint64_t>, TimeDistribution::kBuckets> buckets_{};
+    std::atomic<uint64_t> sum_us_{0};
+  };
+  TimeCounter write_times_;
+  TimeCounter sync_times_;
 
  public:
   // Blocking appenders sleep on this word (a futex) until their answer is there; it is bumped

@@ -346,22 +346,20 @@ TEST_CASE("ledger store: appends get dense ids across batches", "[ledger]") {
   CHECK(info.segment_count >= 1);
 }
 
-// Checks the distribution of the rounds' sync times against its own sum: each observation of
-// bucket i took at most 2^i µs and more than 2^(i-1) (bucket 0: at most 1 µs), and the last
-// bucket only bounds it from below.
-void CheckSyncTimes(const StoreStats& stats, uint64_t rounds) {
-  uint64_t count = 0;
+// Checks a distribution of the rounds' times against its own sum: each observation of bucket i
+// took at most 2^i µs and more than 2^(i-1) (bucket 0: at most 1 µs), and the last bucket only
+// bounds it from below.
+void CheckTimes(const TimeDistribution& times, uint64_t rounds) {
   uint64_t least_us = 0;
   uint64_t most_us = 0;
-  for (int i = 0; i < StoreStats::kSyncTimeBuckets; ++i) {
-    const uint64_t n = stats.sync_time_buckets[i];
-    count += n;
+  for (int i = 0; i < TimeDistribution::kBuckets; ++i) {
+    const uint64_t n = times.buckets[i];
     least_us += n * (i == 0 ? 0 : (uint64_t{1} << (i - 1)) + 1);
     most_us += n * (uint64_t{1} << i);
   }
-  CHECK(count == rounds);
-  CHECK(stats.sync_time_sum_us >= least_us);
-  if (stats.sync_time_buckets.back() == 0) CHECK(stats.sync_time_sum_us <= most_us);
+  CHECK(times.count() == rounds);
+  CHECK(times.sum_us >= least_us);
+  if (times.buckets.back() == 0) CHECK(times.sum_us <= most_us);
 }
 
 TEST_CASE("ledger store: stats count acknowledged appends, their bytes and their syncs",
@@ -401,8 +399,10 @@ TEST_CASE("ledger store: stats count acknowledged appends, their bytes and their
     // Each Append waited for its own: one round each, and under kSync one sync of its segment.
     CHECK(stats.group_commits == 6);
     CHECK(stats.append_syncs == (durability == Durability::kSync ? 6 : 0));
-    // One sync time per round that synced (the segment's, or the journal's).
-    CheckSyncTimes(stats, durability == Durability::kSync ? 6 : 0);
+    // One write time per round, one sync time per round that synced (the segment's, or the
+    // journal's).
+    CheckTimes(stats.write_times, 6);
+    CheckTimes(stats.sync_times, durability == Durability::kSync ? 6 : 0);
     writer_a.reset();
     writer_b.reset();
     REQUIRE(store->Close().ok());

@@ -178,6 +178,8 @@ TEST_CASE("cairnd store: GET /metrics counts appends, other paths are 404",
           MetricSample(scrape, "cairn_store_group_commits_total"));
     CHECK(MetricSample(scrape, "cairn_store_sync_seconds_sum") > 0);
     CHECK(scrape.find("cairn_store_sync_seconds_bucket{le=\"8.388608\"} ") != std::string::npos);
+    CHECK(MetricSample(scrape, "cairn_store_write_seconds_count") ==
+          MetricSample(scrape, "cairn_store_group_commits_total"));
     CHECK(MetricSample(scrape, "cairn_store_read_only") == 0);
     CHECK(MetricSample(scrape, "cairn_store_bytes_acknowledged_total") ==
           MetricSample(scrape, "cairn_store_node_append_bytes_total"));
