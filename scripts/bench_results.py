@@ -281,7 +281,7 @@ def main():
     w("  nothing to wake: cairn reaches about half of it. A temporary timer in the rounds showed")
     w("  a round of about 50 appends as 420 µs of writes, 180 µs of syncfs, 70 µs of planning and")
     w("  callbacks, and 190 µs in the one futex call that wakes the appenders; the whole run")
-    w("  spends about 17 µs of CPU per append, 13 of them in the kernel, as each of the 64")
+    w("  spends 17-20 µs of CPU per append, 12-15 of them in the kernel, as each of the 64")
     w("  threads sleeps and wakes once per append. Handing the wake to a thread of its own was")
     w("  tried: rounds then started 190 µs sooner but held about 32 appends instead of 50, for")
     w("  no more appends per second. The thread switches of the appenders set the pace here, and")
