@@ -48,23 +48,9 @@ def fields(line):
     return dict(re.findall(r'(\S+)=(\S+)', line))
 
 
-def start_daemon(cairnd, args, log, pattern):
-    """Starts `cairnd args`, waits for `pattern` in its log; returns (process, first group)."""
-    proc = subprocess.Popen([cairnd] + args, stderr=open(log, 'w'))
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        m = re.search(pattern, open(log).read())
-        if m:
-            return proc, m.group(1)
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    proc.kill()
-    sys.exit(f'cairnd {args[0]} did not start:\n' + open(log).read())
-
-
 def wait_log(log, pattern, proc):
-    """Waits for `pattern` in the log of a started daemon; returns its first group."""
+    """Waits up to 20 s for `pattern` in the log of daemon `proc`; returns its first group, or
+    None if the daemon ended or the time ran out."""
     deadline = time.time() + 20
     while time.time() < deadline:
         m = re.search(pattern, open(log).read())
@@ -73,7 +59,21 @@ def wait_log(log, pattern, proc):
         if proc.poll() is not None:
             break
         time.sleep(0.05)
-    sys.exit(f'no "{pattern}" in {log}:\n' + open(log).read())
+    return None
+
+
+def start_daemon(cairnd, args, log, pattern):
+    """Starts `cairnd args` with its metrics on a free loopback port, waits for `pattern` in its
+    log; returns (process, pattern's first group, metrics port)."""
+    proc = subprocess.Popen([cairnd] + args + ['--metrics-listen', '127.0.0.1:0'],
+                            stderr=open(log, 'w'))
+    found = [wait_log(log, pattern, proc)]
+    if found[0] is not None:
+        found.append(wait_log(log, METRICS_LINE, proc))
+    if None in found:
+        proc.kill()
+        sys.exit(f'cairnd {args[0]} did not start:\n' + open(log).read())
+    return (proc, *found)
 
 
 def histogram(scrape, name):
@@ -135,31 +135,23 @@ class Server:
         store_flags = ['--durability', durability]
         if journal:
             store_flags += ['--journal-dir', os.path.join(data, 'journal')]
-        self.procs = []
-        self.metrics_ports = []
         if split:
-            store, store_address = start_daemon(
+            store, store_address, store_metrics = start_daemon(
                 cairnd, ['store', '--data-dir', os.path.join(data, 'store'), '--listen',
-                         '127.0.0.1:0', '--metrics-listen', '127.0.0.1:0'] + store_flags,
+                         '127.0.0.1:0'] + store_flags,
                 os.path.join(data, 'store.log'), r'store node listening on (\S+)')
-            self.procs.append(store)
-            self.metrics_ports.append(wait_log(os.path.join(data, 'store.log'), METRICS_LINE,
-                                               store))
-            proxy, self.address = start_daemon(
-                cairnd, ['proxy', '--store', store_address, '--listen', '127.0.0.1:0',
-                         '--metrics-listen', '127.0.0.1:0'],
+            proxy, self.address, proxy_metrics = start_daemon(
+                cairnd, ['proxy', '--store', store_address, '--listen', '127.0.0.1:0'],
                 os.path.join(data, 'proxy.log'), r'proxy listening on (\S+)')
-            self.procs.insert(0, proxy)  # stopped first
-            self.metrics_ports.append(wait_log(os.path.join(data, 'proxy.log'), METRICS_LINE,
-                                               proxy))
+            self.procs = [proxy, store]  # the proxy stopped first
+            self.metrics_ports = [store_metrics, proxy_metrics]
         else:
-            standalone, self.address = start_daemon(
+            standalone, self.address, metrics = start_daemon(
                 cairnd, ['standalone', '--data-dir', os.path.join(data, 'store'), '--listen',
-                         '127.0.0.1:0', '--metrics-listen', '127.0.0.1:0'] + store_flags,
+                         '127.0.0.1:0'] + store_flags,
                 os.path.join(data, 'standalone.log'), r'proxy listening on (\S+)')
-            self.procs.append(standalone)
-            self.metrics_ports.append(wait_log(os.path.join(data, 'standalone.log'),
-                                               METRICS_LINE, standalone))
+            self.procs = [standalone]
+            self.metrics_ports = [metrics]
 
     def scrape(self):
         """The daemons' /metrics, one after the other."""

@@ -52,14 +52,22 @@ std::string FormatDouble(double value) {
 
 // ---- Histogram ---------------------------------------------------------------------------------
 
-Histogram::Histogram(std::vector<double> bounds)
-    : bounds_(std::move(bounds)),
-      buckets_(std::make_unique<std::atomic<uint64_t>[]>(bounds_.size() + 1)) {
-  for (size_t i = 0; i < bounds_.size(); ++i) {
-    if (!std::isfinite(bounds_[i]) || (i > 0 && bounds_[i] <= bounds_[i - 1])) {
+namespace {
+
+void CheckBounds(const std::vector<double>& bounds) {
+  for (size_t i = 0; i < bounds.size(); ++i) {
+    if (!std::isfinite(bounds[i]) || (i > 0 && bounds[i] <= bounds[i - 1])) {
       Die("histogram bounds must be finite and strictly ascending");
     }
   }
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)),
+      buckets_(std::make_unique<std::atomic<uint64_t>[]>(bounds_.size() + 1)) {
+  CheckBounds(bounds_);
 }
 
 void Histogram::Observe(double value) {
@@ -185,8 +193,7 @@ void MetricsRegistry::AddGauge(std::string name, std::string help, std::function
 void MetricsRegistry::AddHistogramFunction(std::string name, std::string help,
                                            std::vector<double> bounds,
                                            std::function<Histogram::Snapshot()> read) {
-  // The same checks of the bounds as a histogram's own.
-  Histogram check(bounds);
+  CheckBounds(bounds);
   std::lock_guard lock(mu_);
   Metric& metric = Add(std::move(name), std::move(help));
   metric.histogram_bounds = std::move(bounds);
