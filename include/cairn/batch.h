@@ -43,6 +43,8 @@ inline constexpr size_t kMaxHeadersPerEntry = 32;
 // Name plus value of one header.
 inline constexpr size_t kMaxHeaderBytes = size_t{4} << 10;
 
+struct EntryView;
+
 // One entry header: (name, value). Names need not be unique; order is preserved.
 using EntryHeader = std::pair<std::string_view, std::string_view>;
 
@@ -169,6 +171,7 @@ class HeadersView {
 
  private:
   friend class BatchView;
+  friend absl::StatusOr<EntryView> PeekFirstEntry(std::span<const char> bytes);
   HeadersView(std::span<const char> encoded, size_t count) : encoded_(encoded), count_(count) {}
 
   std::span<const char> encoded_;
@@ -267,5 +270,13 @@ class BatchView {
   uint32_t entry_count_ = 0;
   uint64_t payload_hash_ = 0;
 };
+
+// Reads the first entry of the batch at the front of `bytes` WITHOUT verifying the batch: the
+// checksum and the other entries are not checked, so what it returns may be damaged. It is for
+// a decision that a later verification backs (a proxy reads a producer's stamp from a batch the
+// store then verifies). Checks the fixed header's structure and the first entry's framing,
+// fields and headers; kDataLoss (or kInvalidArgument, as BatchView::Parse) if they are wrong.
+// The view borrows `bytes`; its entry_id is the batch's base entry id.
+absl::StatusOr<EntryView> PeekFirstEntry(std::span<const char> bytes);
 
 }  // namespace cairn

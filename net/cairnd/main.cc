@@ -66,6 +66,11 @@ ABSL_FLAG(bool, sync_file_system, true,
           "fdatasync per ledger; syncfs also writes back whatever else is dirty on that file "
           "system, so turn it off (--nosync-file-system) when the data directory shares its file "
           "system with other busy writers");
+ABSL_FLAG(uint64_t, dedup_window_mib, 64,
+          "proxy and standalone: how far back, in MiB, the proxy reads the ends of a topic's "
+          "partitions (shared by them, at least 1 MiB each) for producers' stamps when it opens "
+          "the topic for producers, so that a client's retry of a send stored through an earlier "
+          "proxy is not stored twice");
 
 namespace cairn::net {
 namespace {
@@ -85,10 +90,11 @@ constexpr char kUsage[] =
     "                 cairnd standalone --data-dir D [--listen 127.0.0.1:7020]\n"
     "                              [--journal-dir J] [--durability sync|async]\n"
     "                              [--metrics-listen 127.0.0.1:7021] [--nosync-file-system]\n"
-    "                              [--async-sync-interval-ms MS]\n"
+    "                              [--async-sync-interval-ms MS] [--dedup-window-mib N]\n"
     "  proxy        a stateless proxy in front of a store node, which also serves its metadata:\n"
     "                 cairnd proxy --store HOST:PORT [--metadata HOST:PORT]\n"
     "                              [--listen 127.0.0.1:7020] [--metrics-listen 127.0.0.1:7021]\n"
+    "                              [--dedup-window-mib N]\n"
     "\n"
     "Flags may be spelled with dashes or underscores (--data-dir, --data_dir).\n"
     "SIGTERM or SIGINT stops the daemon cleanly: it stops accepting connections, finishes the\n"
@@ -170,6 +176,18 @@ void ServeUntilSignal(kj::AsyncIoContext& io, Server& server, const std::string&
   server.Shutdown().wait(io.waitScope);
 }
 
+// --dedup-window-mib in bytes; 0 with a message if it is out of range.
+uint64_t DedupWindowBytes() {
+  const uint64_t mib = absl::GetFlag(FLAGS_dedup_window_mib);
+  if (mib == 0 || mib > (uint64_t{1} << 20)) {
+    std::fprintf(stderr, "cairnd: --dedup-window-mib must be between 1 and %llu, not %llu\n",
+                 static_cast<unsigned long long>(uint64_t{1} << 20),
+                 static_cast<unsigned long long>(mib));
+    return 0;
+  }
+  return mib << 20;
+}
+
 int RunStore() {
   const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
   if (data_dir.empty()) return Fail("store: --data-dir is required (see --help)");
@@ -245,6 +263,8 @@ int RunStore() {
 int RunProxy() {
   const std::string store_address = absl::GetFlag(FLAGS_store);
   if (store_address.empty()) return Fail("proxy: --store is required (see --help)");
+  const uint64_t dedup_window = DedupWindowBytes();
+  if (dedup_window == 0) return 1;
   std::string metadata_address = absl::GetFlag(FLAGS_metadata);
   if (metadata_address.empty()) metadata_address = store_address;
   const std::string listen = ListenFlag(kDefaultProxyPort);
@@ -320,6 +340,7 @@ int RunProxy() {
       proxy_options.log = log;
       // Below what the remote ledger set accepts without blocking the caller.
       proxy_options.max_in_flight_send_bytes = kMaxClientInFlightBytes / 2;
+      proxy_options.dedup_window_bytes = dedup_window;
       MetricsRegistry registry;
       proxy_options.metrics = &registry;
       MetricsHttpServer metrics_server(io.provider->getTimer(), &registry);
@@ -383,6 +404,8 @@ int RunProxy() {
 int RunStandalone() {
   const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
   if (data_dir.empty()) return Fail("standalone: --data-dir is required (see --help)");
+  const uint64_t dedup_window = DedupWindowBytes();
+  if (dedup_window == 0) return 1;
   absl::StatusOr<StoreOptions> flags_options =
       StoreOptionsFromFlags("standalone", data_dir + "/ledgers");
   if (!flags_options.ok()) return Fail(std::string(flags_options.status().message()));
@@ -417,6 +440,7 @@ int RunStandalone() {
     proxy_options.log = log;
     // Half the store's budget: sends never make the store's back-pressure block the loop.
     proxy_options.max_in_flight_send_bytes = options.max_in_flight_bytes / 2;
+    proxy_options.dedup_window_bytes = dedup_window;
     MetricsRegistry registry;
     proxy_options.metrics = &registry;
     // The proxy's metrics, and those of the store it writes to (no store node in between).

@@ -23,6 +23,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <random>
 #include <set>
 #include <utility>
 #include <vector>
@@ -33,6 +34,7 @@
 #include "kj/debug.h"
 #include "net/client/network_thread.h"
 #include "net/net_status.h"
+#include "net/producer_stamp.h"
 #include "net/schema/proxy.capnp.h"
 
 namespace cairn::net {
@@ -55,6 +57,9 @@ constexpr kj::Duration kReceiveRetryDelay = 200 * kj::MILLISECONDS;
 // Bytes a message counts for in a producer's pending budget and a consumer's queue beyond its
 // key and value.
 constexpr size_t kMessageOverhead = 32;
+// Key and value bytes of one message: what is left of an entry (kMaxEntryBytes) after its
+// framing (at most 32 bytes: lengths, attributes, timestamp) and the producer stamp.
+constexpr size_t kMaxKeyAndValueBytes = kMaxEntryBytes - 32 - kProducerStampBytes;
 
 int64_t NowUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -450,8 +455,10 @@ class ProducerCore final : public SessionUser {
         topic_(std::move(topic)),
         options_(options),
         partitions_(partitions),
+        producer_id_(NewProducerId()),
         open_(partitions),
         linger_epoch_(partitions, 0),
+        next_batch_seq_(partitions, 0),
         order_(partitions) {}
   ~ProducerCore() noexcept override {}
 
@@ -469,6 +476,13 @@ class ProducerCore final : public SessionUser {
     if (thread_.OnLoopThread()) return done(thread_.CalledFromCallback());
     const uint64_t bytes =
         message.value.size() + (message.key ? message.key->size() : 0) + kMessageOverhead;
+    if (bytes - kMessageOverhead > kMaxKeyAndValueBytes) {
+      // Checked here, so that a message fits whether or not it opens a batch (and carries the
+      // producer stamp).
+      return done(absl::InvalidArgumentError(
+          absl::StrCat("a message's key and value hold ", bytes - kMessageOverhead,
+                       " bytes, over the limit of ", kMaxKeyAndValueBytes)));
+    }
     bool post = false;
     std::optional<uint32_t> start_linger;
     uint64_t epoch = 0;
@@ -494,12 +508,12 @@ class ProducerCore final : public SessionUser {
                              .value = message.value,
                              .timestamp_us = message.timestamp_us != 0 ? message.timestamp_us
                                                                        : NowUs()};
-      absl::Status added = batch.builder->Add(entry);
+      absl::Status added = Add(batch, entry);
       if (absl::IsResourceExhausted(added)) {
         // The batch is full by the format's limits: it goes, and the message opens the next.
         Seal(partition);
         post = true;
-        added = open_[partition].builder->Add(entry);
+        added = Add(open_[partition], entry);
       }
       if (!added.ok()) {
         // Over a per-message limit: it can never be sent.
@@ -595,6 +609,25 @@ class ProducerCore final : public SessionUser {
   void ReconnectFailed(const absl::Status& status) override { FailAll(status); }
 
  private:
+  static uint64_t NewProducerId() {
+    std::random_device random;
+    return (uint64_t{random()} << 32) ^ random();
+  }
+
+  // mu_ held: adds `entry` to the open batch of its partition. The first entry of a batch carries
+  // the producer stamp (net/producer_stamp.h), which takes the partition's next sequence.
+  absl::Status Add(ProducerBatch& batch, const EntryInput& entry) {
+    if (!batch.builder->empty()) return batch.builder->Add(entry);
+    const std::string stamp = EncodeProducerStamp(
+        {.producer_id = producer_id_, .sequence = next_batch_seq_[batch.partition]});
+    const EntryHeader header{kProducerStampHeader, stamp};
+    EntryInput stamped = entry;
+    stamped.headers = std::span<const EntryHeader>(&header, 1);
+    absl::Status added = batch.builder->Add(stamped);
+    if (added.ok()) ++next_batch_seq_[batch.partition];
+    return added;
+  }
+
   // Whether `bytes` more fit the pending budget, with `accepted` bytes accepted so far. One
   // message larger than the budget may go alone. A waiting sender's `accepted` is the count when
   // it began to wait: other senders' messages accepted since may have been answered too, so the
@@ -696,7 +729,9 @@ class ProducerCore final : public SessionUser {
         reinterpret_cast<const kj::byte*>(batch.wire.data()), batch.wire.size())));
     tasks_->add(request.send().then(
         [this, seq](capnp::Response<rpc::Producer::SendResults> response) {
-          Answer(seq, response.getFirstOffset());
+          // A retry of a batch stored before: the proxy answers with its offsets, if it still
+          // knows them.
+          Answer(seq, response.getOffsetsUnknown() ? kUnknownOffset : response.getFirstOffset());
         },
         [this, seq, generation](kj::Exception&& e) {
           // A lost connection: the batch goes again once reconnected.
@@ -726,7 +761,8 @@ class ProducerCore final : public SessionUser {
     const absl::StatusOr<uint64_t>& first = *done.first_offset;
     for (size_t i = 0; i < done.batch.callbacks.size(); ++i) {
       if (first.ok()) {
-        done.batch.callbacks[i](MessageId{done.batch.partition, *first + i});
+        const uint64_t offset = *first == kUnknownOffset ? kUnknownOffset : *first + i;
+        done.batch.callbacks[i](MessageId{done.batch.partition, offset});
       } else {
         done.batch.callbacks[i](first.status());
       }
@@ -760,12 +796,14 @@ class ProducerCore final : public SessionUser {
   const std::string topic_;
   const ProducerOptions options_;
   const uint32_t partitions_;
+  const uint64_t producer_id_;  // in every batch's stamp
 
   // Two locks, so that the network thread's work per batch does not wait for senders, which
   // take mu_ for every message. Order: mu_, then handoff_mu_.
   std::mutex mu_;
   std::vector<ProducerBatch> open_;       // guarded by mu_, one per partition
   std::vector<uint64_t> linger_epoch_;    // guarded by mu_: batches sealed per partition
+  std::vector<uint64_t> next_batch_seq_;  // guarded by mu_: the next batch's stamp, per partition
   uint32_t round_robin_ = 0;              // guarded by mu_
   uint64_t accepted_bytes_ = 0;           // guarded by mu_: counted against max_pending_bytes
   uint64_t accepted_messages_ = 0;        // guarded by mu_

@@ -10,6 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "cairn/net/limits.h"
+#include "net/producer_stamp.h"
+#include "src/util/status_macros.h"
 #include "src/util/strings.h"
 
 namespace cairn::net::internal {
@@ -169,6 +171,65 @@ absl::StatusOr<std::shared_ptr<Topic>> Broker::Acquire(std::string_view name) {
   absl::StatusOr<std::shared_ptr<Topic>> topic = OpenLocked(name);
   if (topic.ok()) (*topic)->users.fetch_add(1);
   return topic;
+}
+
+namespace {
+
+// Reads the stamps of the batches in about the last `window_bytes` of `stream` into `sequences`.
+absl::Status ScanStamps(Stream& stream, uint64_t window_bytes, ProducerSequences& sequences) {
+  const StreamStats stats = stream.stats();
+  if (stats.end_offset <= stats.first_offset) return absl::OkStatus();
+  const uint64_t entries = stats.end_offset - stats.first_offset;
+  const uint64_t entry_bytes = std::max<uint64_t>(1, stats.size_bytes / entries);
+  // At least the last batch: a read from an offset returns the whole batch holding it.
+  uint64_t offset =
+      stats.end_offset - std::min(entries, std::max<uint64_t>(1, window_bytes / entry_bytes));
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<StreamReader> reader, stream.NewReader());
+  while (offset < stats.end_offset) {
+    absl::StatusOr<StreamReadResult> read = reader->Read(offset, ReadLimits{.max_bytes = 4 << 20});
+    if (!read.ok()) {
+      // Retention may have deleted the ledger meanwhile: go on from what is left.
+      std::optional<uint64_t> first = TrimmedFirstOffset(read.status());
+      if (first.has_value() && *first > offset) {
+        offset = *first;
+        continue;
+      }
+      return read.status();
+    }
+    for (const BatchView& batch : read->ledger_read.batches()) {
+      const uint64_t first_offset = read->offset_of(batch);
+      std::optional<ProducerStamp> stamp = FindProducerStamp(batch.begin()->headers);
+      if (stamp.has_value()) {
+        sequences.Stored(*stamp, {.first_offset = first_offset,
+                                  .last_offset = first_offset + batch.entry_count() - 1});
+      }
+    }
+    if (read->next_offset() <= offset) break;  // cannot happen: a read returns a batch
+    offset = read->next_offset();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void Broker::LoadProducerSequences(Topic& topic) {
+  std::lock_guard lock(topic.sequences_mu);
+  if (topic.sequences_loaded) return;
+  // The window is the topic's, shared by its partitions, down to 1 MiB each.
+  const uint64_t window = options_.dedup_window_bytes;
+  const uint64_t per_partition =
+      std::min(window, std::max<uint64_t>(window / topic.partitions.size(), uint64_t{1} << 20));
+  for (size_t i = 0; i < topic.partitions.size(); ++i) {
+    Partition& part = *topic.partitions[i];
+    absl::Status scanned = ScanStamps(*part.stream, per_partition, part.sequences);
+    if (!scanned.ok()) {
+      options_.log(LogLevel::kWarning,
+                   absl::StrCat("topic ", topic.name, " partition ", i,
+                                ": reading producers' stamps at its tail: ", scanned.ToString(),
+                                "; retries of sends made before may be stored twice"));
+    }
+  }
+  topic.sequences_loaded = true;
 }
 
 absl::Status Broker::CloseTopic(Topic& topic) {

@@ -33,6 +33,7 @@
 #include "cairn/store.h"
 #include "cairn/stream.h"
 #include "kj/function.h"
+#include "net/proxy/producer_sequences.h"
 
 namespace cairn::net::internal {
 
@@ -59,6 +60,10 @@ struct Partition {
   // later sends wait here, in arrival order.
   bool starting_ledger = false;
   std::deque<kj::Function<void()>> after_ledger_start;
+  // Producers' recent sends (de-duplication of retries). Filled from the partition's tail by
+  // Broker::LoadProducerSequences before the topic's first producer is handed out; event-loop
+  // only after that.
+  ProducerSequences sequences;
 };
 
 struct Subscription;
@@ -71,6 +76,8 @@ struct Topic {
   std::atomic<uint64_t> messages_in{0};
   std::atomic<uint64_t> bytes_in{0};
   std::atomic<uint64_t> messages_out{0};
+  std::mutex sequences_mu;
+  bool sequences_loaded = false;  // guarded by sequences_mu
   std::mutex subscriptions_mu;
   std::map<std::string, std::shared_ptr<Subscription>> subscriptions;  // guarded
   bool deleted = false;                                                // guarded by Broker::mu_
@@ -143,6 +150,10 @@ struct TopicStatsData {
 
 struct BrokerOptions {
   uint64_t max_unacked_per_consumer = 50000;
+  // How far back from a topic's partitions' ends a proxy looks for producers' stamps when it
+  // opens the topic for producers: about this many bytes (by each partition's average entry
+  // size), shared by the partitions, but at least 1 MiB of each.
+  uint64_t dedup_window_bytes = uint64_t{64} << 20;
   LogFunction log = StderrLog();
 };
 
@@ -165,6 +176,12 @@ class Broker {
   // Opens the topic (if not open) and counts one user of it; Release() when done.
   absl::StatusOr<std::shared_ptr<Topic>> Acquire(std::string_view name);
   void Release(Topic& topic) { topic.users.fetch_sub(1); }
+
+  // Reads the producers' stamps at the tail of each partition (BrokerOptions::dedup_window_bytes)
+  // into its ProducerSequences, once per open topic; later calls return at once. Call before
+  // handing out the topic's first producer. A partition whose tail cannot be read is logged and
+  // left with what was read (its producers' retries may then be stored twice).
+  void LoadProducerSequences(Topic& topic);
 
   // Joins (creating at `start` if needed) a subscription. The topic must be acquired.
   absl::StatusOr<std::pair<std::shared_ptr<Subscription>, std::shared_ptr<ConsumerState>>>

@@ -14,6 +14,7 @@
 #include "kj/debug.h"
 #include "net/metrics/metrics.h"
 #include "net/net_status.h"
+#include "net/producer_stamp.h"
 #include "net/proxy/broker.h"
 #include "net/schema/proxy.capnp.h"
 #include "net/server_util.h"
@@ -26,6 +27,7 @@ using internal::AppendGate;
 using internal::Broker;
 using internal::ConsumerState;
 using internal::Delivered;
+using internal::ProducerSequences;
 using internal::RunBlocking;
 using internal::Subscription;
 using internal::SubscriptionKind;
@@ -100,6 +102,7 @@ struct Service : public kj::TaskSet::ErrorHandler {
       : options(options),
         broker(ledgers, metadata,
                internal::BrokerOptions{.max_unacked_per_consumer = options.max_unacked_per_consumer,
+                                       .dedup_window_bytes = options.dedup_window_bytes,
                                        .log = options.log}),
         blocking(options.blocking_threads),
         receives(options.receive_threads),
@@ -139,6 +142,7 @@ struct Service : public kj::TaskSet::ErrorHandler {
   std::map<std::string, std::deque<RateSample>> rates;  // by topic
 
   std::atomic<uint64_t> sends{0}, sends_failed{0}, acks{0}, redeliveries{0};
+  std::atomic<uint64_t> duplicate_sends{0};
   std::atomic<uint64_t> bytes_out{0};
   std::atomic<uint64_t> producers{0}, consumers{0};
   std::atomic<uint64_t> connections{0};
@@ -184,6 +188,9 @@ void RegisterMetrics(MetricsRegistry* registry, const std::shared_ptr<Service>& 
           [](Service& s) { return s.sends.load(); });
   counter("cairn_proxy_send_errors_total", "Sends answered with an error",
           [](Service& s) { return s.sends_failed.load(); });
+  counter("cairn_proxy_duplicate_sends_total",
+          "Sends found stored before (producers' retries), answered without storing them again",
+          [](Service& s) { return s.duplicate_sends.load(); });
   counter("cairn_proxy_messages_in_total", "Messages appended, over the topics open now",
           [topics_sum](Service& s) { return topics_sum(s, &Topic::messages_in); });
   counter("cairn_proxy_bytes_in_total", "Batch bytes appended, over the topics open now",
@@ -271,21 +278,38 @@ class ProducerImpl final : public rpc::Producer::Server {
     }
     Service& service = state_->service;
     const Clock::time_point arrived = Clock::now();
+    const std::span<const char> bytes_in(reinterpret_cast<const char*>(batch.begin()),
+                                         batch.size());
+    // A stamped batch may be a retry of one stored before. The stamp is read before the batch
+    // is verified; a batch found to be a retry is verified here (a new one is, by its append).
+    std::optional<ProducerStamp> stamp;
+    if (absl::StatusOr<EntryView> first = PeekFirstEntry(bytes_in); first.ok()) {
+      stamp = FindProducerStamp(first->headers);
+    }
+    if (stamp.has_value()) {
+      ProducerSequences& sequences = topic.partitions[partition]->sequences;
+      const ProducerSequences::Admission admission = sequences.Admit(*stamp);
+      if (admission.verdict != ProducerSequences::Verdict::kNew) {
+        if (absl::StatusOr<BatchView> verified = BatchView::Parse(bytes_in); !verified.ok()) {
+          ThrowStatus(verified.status());
+        }
+        service.duplicate_sends.fetch_add(1, std::memory_order_relaxed);
+        return AnswerDuplicate(sequences, *stamp, admission, context);
+      }
+    }
     auto reply = kj::newPromiseAndFulfiller<absl::StatusOr<StreamAppendResult>>();
     const uint64_t bytes = batch.size();
     ++state_->in_flight;
     ++service.sends_in_flight;
     if (service.gate.TryStart(bytes)) {
-      Start(state_, partition,
-            std::span<const char>(reinterpret_cast<const char*>(batch.begin()), batch.size()),
-            kj::mv(reply.fulfiller));
+      Start(state_, partition, stamp, bytes_in, kj::mv(reply.fulfiller));
     } else {
       // Over the budget: keep a copy, since a cancelled call takes its parameters with it.
       kj::Array<char> copy =
           kj::heapArray<char>(reinterpret_cast<const char*>(batch.begin()), batch.size());
-      service.gate.Enqueue(bytes, [state = state_, partition, copy = kj::mv(copy),
+      service.gate.Enqueue(bytes, [state = state_, partition, stamp, copy = kj::mv(copy),
                                    fulfiller = kj::mv(reply.fulfiller)]() mutable {
-        Start(state, partition, std::span<const char>(copy.begin(), copy.size()),
+        Start(state, partition, stamp, std::span<const char>(copy.begin(), copy.size()),
               kj::mv(fulfiller));
       });
     }
@@ -306,13 +330,44 @@ class ProducerImpl final : public rpc::Producer::Server {
   }
 
  private:
+  // Answers a send that Admit() found is a retry: with the offsets it was stored at, once known.
+  static kj::Promise<void> AnswerDuplicate(ProducerSequences& sequences, const ProducerStamp& stamp,
+                                           const ProducerSequences::Admission& admission,
+                                           SendContext context) {
+    auto answer = [context](const ProducerSequences::Result& result) mutable {
+      if (!result.ok()) ThrowStatus(result.status());
+      auto results = context.getResults();
+      results.setFirstOffset(result->first_offset);
+      results.setLastOffset(result->last_offset);
+      results.setDuplicate(true);
+    };
+    switch (admission.verdict) {
+      case ProducerSequences::Verdict::kStored:
+        answer(admission.offsets);
+        return kj::READY_NOW;
+      case ProducerSequences::Verdict::kStoredUnknown: {
+        auto results = context.getResults();
+        results.setDuplicate(true);
+        results.setOffsetsUnknown(true);
+        return kj::READY_NOW;
+      }
+      default:
+        break;
+    }
+    auto result = kj::newPromiseAndFulfiller<ProducerSequences::Result>();
+    sequences.Wait(stamp, [fulfiller = kj::mv(result.fulfiller)](
+                              const ProducerSequences::Result& r) mutable { fulfiller->fulfill(
+                              ProducerSequences::Result(r)); });
+    return result.promise.then(kj::mv(answer));
+  }
+
   // Hands one batch to its partition's stream; its bytes have been counted by the gate. An
   // append that starts a new ledger would block the loop on the disk and the metadata store (a
   // roll-over takes milliseconds, and every topic's sends would wait), so it goes to a pool
   // thread, and the partition's later sends wait for it.
   // `copy`, if given, holds `batch` already.
   static void Start(std::shared_ptr<ProducerState> state, uint32_t partition,
-                    std::span<const char> batch,
+                    std::optional<ProducerStamp> stamp, std::span<const char> batch,
                     kj::Own<kj::PromiseFulfiller<absl::StatusOr<StreamAppendResult>>> reply,
                     std::shared_ptr<std::vector<char>> copy = nullptr) {
     Service& service = state->service;
@@ -323,13 +378,13 @@ class ProducerImpl final : public rpc::Producer::Server {
       if (copy == nullptr) copy = std::make_shared<std::vector<char>>(batch.begin(), batch.end());
       if (part.starting_ledger) {
         part.after_ledger_start.push_back(
-            [state, partition, copy, reply = kj::mv(reply)]() mutable {
-              Start(std::move(state), partition, *copy, kj::mv(reply), copy);
+            [state, partition, stamp, copy, reply = kj::mv(reply)]() mutable {
+              Start(std::move(state), partition, stamp, *copy, kj::mv(reply), copy);
             });
         return;
       }
     }
-    StreamAppendCallback completed = Track(state, batch.size(), kj::mv(reply));
+    StreamAppendCallback completed = Track(state, partition, stamp, batch.size(), kj::mv(reply));
     if (!starts_ledger) {
       part.stream->AppendAsync(batch, std::move(completed));
       return;
@@ -353,7 +408,8 @@ class ProducerImpl final : public rpc::Producer::Server {
   // The callback for one append of `bytes`: it brings the result back to the loop, which counts
   // it and answers `reply`.
   static StreamAppendCallback Track(
-      const std::shared_ptr<ProducerState>& state, uint64_t bytes,
+      const std::shared_ptr<ProducerState>& state, uint32_t partition,
+      std::optional<ProducerStamp> stamp, uint64_t bytes,
       kj::Own<kj::PromiseFulfiller<absl::StatusOr<StreamAppendResult>>> reply) {
     Service& service = state->service;
     auto done = kj::newPromiseAndCrossThreadFulfiller<absl::StatusOr<StreamAppendResult>>();
@@ -361,9 +417,13 @@ class ProducerImpl final : public rpc::Producer::Server {
         kj::Own<kj::CrossThreadPromiseFulfiller<absl::StatusOr<StreamAppendResult>>>>(
         kj::mv(done.fulfiller));
     service.tasks.add(
-        done.promise.then([&service, state, bytes, reply = kj::mv(reply)](
+        done.promise.then([&service, state, partition, stamp, bytes, reply = kj::mv(reply)](
                               absl::StatusOr<StreamAppendResult> result) mutable {
           service.sends.fetch_add(1, std::memory_order_relaxed);
+          if (stamp.has_value()) {
+            // Retries waiting for this send get its answer too.
+            state->topic->partitions[partition]->sequences.Completed(*stamp, result);
+          }
           if (result.ok()) {
             Topic& topic = *state->topic;
             topic.messages_in.fetch_add(result->last_offset - result->first_offset + 1,
@@ -621,7 +681,13 @@ class ProxyImpl final : public rpc::Proxy::Server {
   kj::Promise<void> openProducer(OpenProducerContext context) override {
     const std::string name(Text(context.getParams().getTopic()));
     return RunBlocking(service_.blocking,
-                       [&broker = service_.broker, name]() { return broker.Acquire(name); })
+                       [&broker = service_.broker, name]() {
+                         absl::StatusOr<std::shared_ptr<Topic>> topic = broker.Acquire(name);
+                         // Before the topic's first producer can send: what earlier proxies
+                         // stored for producers that may retry.
+                         if (topic.ok()) broker.LoadProducerSequences(**topic);
+                         return topic;
+                       })
         .then([&service = service_, context](absl::StatusOr<std::shared_ptr<Topic>> topic) mutable {
           if (!topic.ok()) ThrowStatus(topic.status());
           const uint32_t partitions = (*topic)->partitions.size();

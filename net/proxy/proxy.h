@@ -39,6 +39,11 @@ struct ProxyOptions {
   // ledger set accepts without blocking (half a local store's max_in_flight_bytes, or a remote
   // one's kMaxClientInFlightBytes), or a send would block the event loop.
   uint64_t max_in_flight_send_bytes = uint64_t{16} << 20;
+  // How far back from the ends of a topic's partitions a proxy looks for producers' stamps when
+  // it opens the topic for producers, so that retries of sends an earlier proxy stored are not
+  // stored again (docs/proxy.md, "De-duplication"): about this many bytes, shared by the
+  // partitions, but at least 1 MiB of each. Keep it well above max_in_flight_send_bytes.
+  uint64_t dedup_window_bytes = uint64_t{64} << 20;
   // Messages one consumer may hold delivered and unacknowledged; receive waits beyond it.
   uint64_t max_unacked_per_consumer = 50000;
   // How often acknowledgements are persisted, at the latest, and rates sampled.

@@ -154,7 +154,13 @@ interface Producer {
   # partition. The reply carries the offsets once the store acknowledged it (durable under sync
   # durability). Sends on one producer are appended in the order they are sent, per partition,
   # so a client may pipeline many.
-  send @0 (partition :UInt32, batch :Data) -> (firstOffset :UInt64, lastOffset :UInt64);
+  #
+  # A batch whose first entry carries a producer stamp (net/producer_stamp.h: the producer's id
+  # and the batch's sequence on the partition) that the proxy has seen stored is not stored
+  # again: the reply says `duplicate`, with the offsets it was stored at, or `offsetsUnknown`
+  # (and offsets 0) when the proxy no longer knows them. docs/proxy.md, "De-duplication".
+  send @0 (partition :UInt32, batch :Data)
+      -> (firstOffset :UInt64, lastOffset :UInt64, duplicate :Bool, offsetsUnknown :Bool);
   # Waits for every send sent before it.
   flush @1 () -> ();
 }

@@ -651,4 +651,26 @@ void HeadersView::Iterator::Load() {
   encoded_ = decoder.rest();
 }
 
+// ---- PeekFirstEntry -----------------------------------------------------------------------------
+
+absl::StatusOr<EntryView> PeekFirstEntry(std::span<const char> bytes) {
+  CAIRN_ASSIGN_OR_RETURN(const internal::BatchHeader header,
+                         internal::DecodeHeaderStructure(bytes));
+  if (bytes.size() < header.total_bytes()) {
+    return absl::DataLossError(absl::StrFormat(
+        "truncated batch: %d bytes, the header declares %d", bytes.size(), header.total_bytes()));
+  }
+  Decoder decoder(bytes.subspan(kBatchHeaderSize, header.payload_size));
+  internal::DecodedEntry entry;
+  CAIRN_RETURN_IF_ERROR(internal::DecodeEntry(decoder, header.first_timestamp_us, 0,
+                                              /*validate_headers=*/true, &entry));
+  EntryView view;
+  view.entry_id = header.base_entry_id;
+  view.timestamp_us = entry.timestamp_us;
+  view.key = entry.key;
+  view.value = entry.value;
+  view.headers = HeadersView(entry.headers, entry.header_count);
+  return view;
+}
+
 }  // namespace cairn

@@ -597,8 +597,8 @@ TEST_CASE("client: a send that starts a new ledger holds up no other topic's sen
 
 // ---- cairnd standalone, killed mid-stream -------------------------------------------------------
 
-TEST_CASE("client: a proxy killed and restarted mid-stream loses no acknowledged message and "
-          "redelivers no acknowledged one",
+TEST_CASE("client: a proxy killed and restarted mid-stream loses no acknowledged message, "
+          "stores none twice and redelivers no acknowledged one",
           "[net][client][daemon]") {
   TempDir dir;
   const std::string data_dir = dir.path() + "/data";
@@ -647,6 +647,9 @@ TEST_CASE("client: a proxy killed and restarted mid-stream loses no acknowledged
   std::set<std::pair<uint32_t, uint64_t>> acked_ids;
   std::set<std::string> consumed;
   int duplicates_of_acked = 0;
+  // A value found at two places: a retried send stored twice.
+  std::map<std::string, std::pair<uint32_t, uint64_t>> stored_at;
+  int stored_twice = 0;
   int redelivered = 0;
   bool killed = false;
   int answered_at_kill = 0;
@@ -682,6 +685,10 @@ TEST_CASE("client: a proxy killed and restarted mid-stream loses no acknowledged
     const Message& message = **m;
     if (message.redelivered) ++redelivered;
     if (!acked_ids.insert({message.id.partition, message.id.offset}).second) ++duplicates_of_acked;
+    const std::pair<uint32_t, uint64_t> at{message.id.partition, message.id.offset};
+    if (!stored_at.try_emplace(message.value, at).second && stored_at[message.value] != at) {
+      ++stored_twice;
+    }
     consumed.insert(message.value);
     REQUIRE(consumer->Ack(message.id).ok());
   }
@@ -697,6 +704,7 @@ TEST_CASE("client: a proxy killed and restarted mid-stream loses no acknowledged
   CHECK(failed_sends == 0);
   CHECK(acknowledged_sends.size() == kMessages);
   CHECK(duplicates_of_acked == 0);
+  CHECK(stored_twice == 0);
   int missing = 0;
   for (const std::string& v : acknowledged_sends) missing += consumed.count(v) == 0;
   CHECK(missing == 0);

@@ -30,6 +30,7 @@
 #include "capnp/rpc-twoparty.h"
 #include "kj/async-io.h"
 #include "net/net_status.h"
+#include "net/producer_stamp.h"
 #include "net/schema/proxy.capnp.h"
 #include "test/net/net_fixtures.h"
 #include "test/net/served_proxy.h"
@@ -457,6 +458,135 @@ TEST_CASE("proxy: a new proxy on the same directories resumes from persisted ack
   REQUIRE(got.size() == 2);
   CHECK(got[0].value == "a1");
   CHECK(got[1].value == "a2");
+}
+
+// A batch as the client library sends it: the first entry carries the producer stamp.
+std::string StampedBatch(uint64_t producer, uint64_t sequence,
+                         const std::vector<std::string>& values) {
+  BatchBuilder builder;
+  const std::string stamp = EncodeProducerStamp({.producer_id = producer, .sequence = sequence});
+  const EntryHeader header{kProducerStampHeader, stamp};
+  for (size_t i = 0; i < values.size(); ++i) {
+    EntryInput entry{.key = std::nullopt, .value = values[i], .timestamp_us = 1};
+    if (i == 0) entry.headers = std::span<const EntryHeader>(&header, 1);
+    REQUIRE(builder.Add(entry).ok());
+  }
+  absl::StatusOr<std::span<const char>> bytes = builder.Finish(0, 0);
+  REQUIRE(bytes.ok());
+  return std::string(bytes->begin(), bytes->end());
+}
+
+struct SendReply {
+  uint64_t first = 0;
+  uint64_t last = 0;
+  bool duplicate = false;
+  bool offsets_unknown = false;
+};
+
+kj::Promise<SendReply> SendBytes(rpc::Producer::Client& producer, const std::string& batch,
+                                 uint32_t partition = 0) {
+  auto request = producer.sendRequest();
+  request.setPartition(partition);
+  request.setBatch(AsData(batch));
+  return request.send().then([](capnp::Response<rpc::Producer::SendResults> r) {
+    return SendReply{r.getFirstOffset(), r.getLastOffset(), r.getDuplicate(),
+                     r.getOffsetsUnknown()};
+  });
+}
+
+uint64_t EndOffset(RawClient& c, const std::string& topic, uint32_t partition) {
+  auto request = c.proxy.topicStatsRequest();
+  request.setName(topic);
+  auto reply = request.send().wait(c.io.waitScope);
+  return reply.getStats().getPartitions()[partition].getEndOffset();
+}
+
+TEST_CASE("proxy: a producer's retried batch is stored once, also after a proxy restart",
+          "[proxy][dedup]") {
+  TempDir dir;
+  const std::string b0 = StampedBatch(77, 0, {"a", "b"});
+  const std::string b1 = StampedBatch(77, 1, {"c"});
+  const std::string other = StampedBatch(78, 0, {"x"});
+  {
+    ServedProxy served(dir.path());
+    kj::AsyncIoContext io = kj::setupAsyncIo();
+    RawClient c(io, served.address());
+    REQUIRE(c.CreateTopic("t", 2).ok());
+    rpc::Producer::Client producer = OpenProducer(c, "t");
+    // The retry goes while the first is still in flight (pipelined), and again after it.
+    kj::Promise<SendReply> first = SendBytes(producer, b0);
+    kj::Promise<SendReply> retry = SendBytes(producer, b0);
+    const SendReply r0 = first.wait(io.waitScope);
+    const SendReply r0again = retry.wait(io.waitScope);
+    CHECK(r0.first == 0);
+    CHECK(r0.last == 1);
+    CHECK_FALSE(r0.duplicate);
+    CHECK(r0again.first == 0);
+    CHECK(r0again.last == 1);
+    CHECK(r0again.duplicate);
+    const SendReply r0late = SendBytes(producer, b0).wait(io.waitScope);
+    CHECK(r0late.first == 0);
+    CHECK(r0late.duplicate);
+    // Sequences are per partition and per producer.
+    CHECK(SendBytes(producer, b0, 1).wait(io.waitScope).first == 0);
+    CHECK_FALSE(SendBytes(producer, other).wait(io.waitScope).duplicate);
+    // Another producer capability (a reconnected client) is recognised by the stamp.
+    rpc::Producer::Client reopened = OpenProducer(c, "t");
+    CHECK(SendBytes(reopened, b0).wait(io.waitScope).duplicate);
+    // A damaged retry is refused, not answered as stored.
+    std::string damaged = b0;
+    damaged[damaged.size() - 2] ^= 0x40;
+    CHECK(absl::IsDataLoss(c.Status(SendBytes(producer, damaged))));
+    CHECK(EndOffset(c, "t", 0) == 3);
+  }
+  // A new proxy learns the stamps from the partitions' tails.
+  ServedProxy served(dir.path());
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  RawClient c(io, served.address());
+  rpc::Producer::Client producer = OpenProducer(c, "t");
+  const SendReply r0 = SendBytes(producer, b0).wait(io.waitScope);
+  CHECK(r0.duplicate);
+  CHECK(r0.first == 0);
+  CHECK(r0.last == 1);
+  const SendReply r1 = SendBytes(producer, b1).wait(io.waitScope);
+  CHECK_FALSE(r1.duplicate);
+  CHECK(r1.first == 3);
+  CHECK(SendBytes(producer, b1).wait(io.waitScope).duplicate);
+  // An unstamped batch is always stored.
+  CHECK(Send(c, producer, {"plain"}, 0) == 4);
+  CHECK(Send(c, producer, {"plain"}, 0) == 5);
+  CHECK(EndOffset(c, "t", 0) == 6);
+  CHECK(EndOffset(c, "t", 1) == 2);
+}
+
+TEST_CASE("proxy: a retry older than the stamps a new proxy found counts as stored",
+          "[proxy][dedup]") {
+  TempDir dir;
+  ProxyOptions options;
+  options.dedup_window_bytes = 1;  // the new proxy looks at the last entry only
+  {
+    ServedProxy served(dir.path(), options);
+    kj::AsyncIoContext io = kj::setupAsyncIo();
+    RawClient c(io, served.address());
+    REQUIRE(c.CreateTopic("t", 1).ok());
+    rpc::Producer::Client producer = OpenProducer(c, "t");
+    for (uint64_t seq = 0; seq < 5; ++seq) {
+      REQUIRE(SendBytes(producer, StampedBatch(5, seq, {"m" + std::to_string(seq)}))
+                  .wait(io.waitScope)
+                  .first == seq);
+    }
+  }
+  ServedProxy served(dir.path(), options);
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  RawClient c(io, served.address());
+  rpc::Producer::Client producer = OpenProducer(c, "t");
+  const SendReply last = SendBytes(producer, StampedBatch(5, 4, {"m4"})).wait(io.waitScope);
+  CHECK(last.duplicate);
+  CHECK(last.first == 4);
+  const SendReply older = SendBytes(producer, StampedBatch(5, 2, {"m2"})).wait(io.waitScope);
+  CHECK(older.duplicate);
+  CHECK(older.offsets_unknown);
+  CHECK(EndOffset(c, "t", 0) == 5);
 }
 
 // Receives until `count` messages arrived (or a few seconds passed).

@@ -17,8 +17,12 @@
 // Delivery guarantees. A send is acknowledged (its callback gets a MessageId) once the proxy's
 // store acknowledged it: durable when the store runs with sync durability. After a lost
 // connection the client reconnects (with back-off, up to ClientOptions::reconnect_timeout) and
-// sends again, in order, what was not acknowledged, so an acknowledged message is never sent
-// twice and an unacknowledged one may be stored twice (at least once). A consumer resubscribes
+// sends again, in order, what was not acknowledged. Each batch carries the producer's id and a
+// sequence number, so the proxy (this one or one started after a crash) recognises a batch it
+// stored before and answers with the offsets it got then instead of storing it twice; where it
+// no longer knows them, the message's id has offset kUnknownOffset. Within the bounds in
+// docs/proxy.md ("De-duplication") a message is stored once; beyond them, at least once. A
+// message's key and value may hold at most kMaxEntryBytes - 64 bytes. A consumer resubscribes
 // and acknowledges again what it acknowledged and the proxy had not yet persisted, before it
 // receives anything, so a message the application acknowledged is not delivered to it again.
 // The consumer asks the proxy to persist its acknowledgements every 500 ms while it has new
@@ -63,7 +67,11 @@ struct ClientOptions {
   LogFunction log = StderrLog();
 };
 
-// Where a message lives: its topic partition and offset.
+// The offset of a MessageId for a message that was stored by an earlier send whose answer was
+// lost, when the proxy no longer knows where (see "Delivery guarantees").
+inline constexpr uint64_t kUnknownOffset = UINT64_MAX;
+
+// Where a message lives: its topic partition and offset (kUnknownOffset: stored, place unknown).
 struct MessageId {
   uint32_t partition = 0;
   uint64_t offset = 0;
