@@ -5,12 +5,13 @@
 
 namespace cairn::net::internal {
 
-ProducerSequences::Producer& ProducerSequences::Find(uint64_t producer_id, uint64_t floor) {
+ProducerSequences::Producer& ProducerSequences::Find(uint64_t producer_id, uint64_t sequence) {
   auto it = producers_.find(producer_id);
   if (it == producers_.end()) {
     if (producers_.size() >= options_.max_producers) ForgetOne();
     it = producers_.try_emplace(producer_id).first;
-    it->second.floor = floor;
+    it->second.first_seen = sequence;
+    it->second.floor = sequence;
   }
   it->second.last_used = ++clock_;
   return it->second;
@@ -31,13 +32,14 @@ void ProducerSequences::Trim(Producer& producer) {
     // Sends being appended stay (the proxy's in-flight budget bounds them).
     if (oldest->second.state == State::kPending) return;
     producer.floor = std::max(producer.floor, oldest->first + 1);
+    // A failed send was not stored: a retry of it, or of anything before it, is stored again.
+    if (oldest->second.state == State::kFailed) producer.first_seen = producer.floor;
     producer.sends.erase(oldest);
   }
 }
 
 ProducerSequences::Admission ProducerSequences::Admit(const ProducerStamp& stamp) {
-  // A producer seen for the first time: nothing of it was stored where this table looked.
-  Producer& producer = Find(stamp.producer_id, 0);
+  Producer& producer = Find(stamp.producer_id, stamp.sequence);
   auto it = producer.sends.find(stamp.sequence);
   if (it != producer.sends.end()) {
     switch (it->second.state) {
@@ -51,7 +53,9 @@ ProducerSequences::Admission ProducerSequences::Admit(const ProducerStamp& stamp
         return Admission{Verdict::kNew, {}};
     }
   }
-  if (stamp.sequence < producer.floor) return Admission{Verdict::kStoredUnknown, {}};
+  if (stamp.sequence >= producer.first_seen && stamp.sequence < producer.floor) {
+    return Admission{Verdict::kStoredUnknown, {}};
+  }
   producer.sends.try_emplace(stamp.sequence);
   ++producer.pending;
   Trim(producer);
@@ -90,7 +94,7 @@ void ProducerSequences::Completed(const ProducerStamp& stamp, const Result& resu
 
 void ProducerSequences::Stored(const ProducerStamp& stamp, const StreamAppendResult& offsets) {
   Producer& producer = Find(stamp.producer_id, stamp.sequence);
-  if (stamp.sequence < producer.floor) return;
+  if (stamp.sequence >= producer.first_seen && stamp.sequence < producer.floor) return;
   Send& send = producer.sends[stamp.sequence];
   send.state = State::kStored;
   send.offsets = offsets;

@@ -45,7 +45,7 @@ class ProducerSequences {
     kNew,            // never stored: append it, then call Completed()
     kStored,         // stored before at `offsets`: answer with them
     kPending,        // the same send is being appended: Wait() for its result
-    kStoredUnknown,  // older than what is remembered: stored before, offsets not known
+    kStoredUnknown,  // stored before, but its offsets are no longer remembered
   };
   struct Admission {
     Verdict verdict = Verdict::kNew;
@@ -54,15 +54,16 @@ class ProducerSequences {
 
   explicit ProducerSequences(const ProducerSequencesOptions& options = {}) : options_(options) {}
 
-  // A stamped send arrived. A send that failed before counts as new again.
+  // A stamped send arrived. A send that failed before counts as new again, and so does one
+  // older than anything this table saw of its producer (it cannot tell, and storing it twice
+  // is better than losing it).
   Admission Admit(const ProducerStamp& stamp);
   // After Admit said kPending: `waiter` gets the result of the send being appended.
   void Wait(const ProducerStamp& stamp, Waiter waiter);
   // The append of a send Admit called new finished; waiters get `result`.
   void Completed(const ProducerStamp& stamp, const Result& result);
   // A stamped batch found stored at the partition's tail, in offset order: what a proxy that
-  // opens the partition knows of the sends made through an earlier one. The first batch of a
-  // producer found this way also marks every earlier sequence of it as stored.
+  // opens the partition knows of the sends made through an earlier one.
   void Stored(const ProducerStamp& stamp, const StreamAppendResult& offsets);
 
   size_t producers() const { return producers_.size(); }
@@ -74,16 +75,21 @@ class ProducerSequences {
     StreamAppendResult offsets;
     std::vector<Waiter> waiters;
   };
+  // Sequences of one producer: below `first_seen`, unknown (new); from there to `floor`,
+  // stored, with their offsets forgotten; `sends` holds the rest that were seen.
   struct Producer {
-    uint64_t floor = 0;            // sequences below it: stored, offsets forgotten
+    uint64_t first_seen = 0;
+    uint64_t floor = 0;
     std::map<uint64_t, Send> sends;  // by sequence
     uint64_t last_used = 0;
     size_t pending = 0;
   };
 
-  // The producer's record, created (with `floor`) if missing; may forget another producer.
-  Producer& Find(uint64_t producer_id, uint64_t floor);
+  // The producer's record, created if missing with `sequence` as the first seen; may forget
+  // another producer.
+  Producer& Find(uint64_t producer_id, uint64_t sequence);
   // Forgets the producer's oldest stored or failed sends beyond options_.sends_per_producer.
+  // Forgetting a failed one makes every sequence up to it unknown (new).
   void Trim(Producer& producer);
   // Forgets the least recently used producer with nothing pending, if any.
   void ForgetOne();

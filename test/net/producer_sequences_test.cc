@@ -132,6 +132,23 @@ TEST_CASE("producer sequences: older sends than remembered count as stored, offs
   CHECK(table.Admit(Stamp(1, 10)).verdict == Verdict::kNew);
 }
 
+TEST_CASE("producer sequences: forgetting a failed send makes the sends before it new",
+          "[proxy][dedup]") {
+  ProducerSequences table({.sends_per_producer = 2, .max_producers = 100});
+  for (uint64_t seq = 0; seq < 3; ++seq) REQUIRE(table.Admit(Stamp(1, seq)).verdict == Verdict::kNew);
+  table.Completed(Stamp(1, 0), At(0, 0));
+  table.Completed(Stamp(1, 1), absl::UnavailableError("failed"));
+  table.Completed(Stamp(1, 2), At(1, 1));
+  // 0 was forgotten as stored; then a fourth send pushes out the failed 1.
+  CHECK(table.Admit(Stamp(1, 0)).verdict == Verdict::kStoredUnknown);
+  REQUIRE(table.Admit(Stamp(1, 3)).verdict == Verdict::kNew);
+  table.Completed(Stamp(1, 3), At(2, 2));
+  // A retry of 1 was never stored: it must not be answered as stored. 0 is now unknown too.
+  CHECK(table.Admit(Stamp(1, 1)).verdict == Verdict::kNew);
+  CHECK(table.Admit(Stamp(1, 0)).verdict == Verdict::kNew);
+  CHECK(table.Admit(Stamp(1, 3)).verdict == Verdict::kStored);
+}
+
 TEST_CASE("producer sequences: sends being appended are never forgotten", "[proxy][dedup]") {
   ProducerSequences table({.sends_per_producer = 2, .max_producers = 1});
   for (uint64_t seq = 0; seq < 5; ++seq) REQUIRE(table.Admit(Stamp(1, seq)).verdict == Verdict::kNew);
@@ -161,8 +178,9 @@ TEST_CASE("producer sequences: filled from a partition's tail", "[proxy][dedup]"
   CHECK(stored.offsets.first_offset == 106);
   CHECK(stored.offsets.last_offset == 110);
   CHECK(table.Admit(Stamp(2, 0)).verdict == Verdict::kStored);
-  // Before the first one found: stored earlier, where is not known.
-  CHECK(table.Admit(Stamp(1, 6)).verdict == Verdict::kStoredUnknown);
+  // Before the first one found: it may have been stored further back, or not at all. Storing
+  // it again (at least once) is better than losing it.
+  CHECK(table.Admit(Stamp(1, 6)).verdict == Verdict::kNew);
   // Within what was found but not stored, and after it: new.
   CHECK(table.Admit(Stamp(1, 8)).verdict == Verdict::kNew);
   CHECK(table.Admit(Stamp(1, 10)).verdict == Verdict::kNew);
