@@ -326,6 +326,44 @@ TEST_CASE("client: the proxy's status codes arrive intact", "[net][client]") {
   CHECK(absl::IsUnavailable(Client::Connect(nowhere).status()));
 }
 
+TEST_CASE("client: the largest message fits whether or not it opens a batch (with the stamp)",
+          "[net][client][dedup]") {
+  TempDir dir;
+  ServedProxy served(dir.path());
+  std::unique_ptr<Client> client = ConnectTo(served.address());
+  REQUIRE(client->CreateTopic("big", Partitions(1)).ok());
+  absl::StatusOr<std::unique_ptr<Producer>> producer =
+      client->CreateProducer("big", BatchOf(10));
+  REQUIRE(producer.ok());
+  const std::string largest(kMaxEntryBytes - 64, 'x');
+  // One byte more is refused at once, before it is batched.
+  OutgoingMessage over = Value(largest + "y");
+  absl::StatusOr<MessageId> refused = (*producer)->Send(over);
+  CHECK(absl::IsInvalidArgument(refused.status()));
+  // The largest alone (it opens a batch and carries the stamp), then after a small one (it does
+  // not open its batch), then with a key taking part of its room.
+  std::vector<MessageId> ids = SendAll(**producer, {largest});
+  std::vector<MessageId> more = SendAll(**producer, {"small", largest});
+  OutgoingMessage keyed;
+  const std::string key = "k";
+  keyed.key = key;
+  const std::string value = largest.substr(key.size());
+  keyed.value = value;
+  absl::StatusOr<MessageId> keyed_id = (*producer)->Send(keyed);
+  REQUIRE(keyed_id.ok());
+  CHECK(ids[0].offset == 0);
+  CHECK(more[1].offset == 2);
+  CHECK(keyed_id->offset == 3);
+  std::unique_ptr<Consumer> consumer = Subscribe(*client, "big", "s");
+  std::vector<Message> got = ReceiveUpTo(*consumer, 4);
+  REQUIRE(got.size() == 4);
+  CHECK(got[0].value == largest);
+  CHECK(got[2].value == largest);
+  CHECK(got[3].value == value);
+  REQUIRE((*producer)->Close().ok());
+  REQUIRE(consumer->Close().ok());
+}
+
 TEST_CASE("client: blocking calls from a callback fail instead of deadlocking",
           "[net][client][concurrency]") {
   TempDir dir;
