@@ -633,6 +633,89 @@ TEST_CASE("client: a send that starts a new ledger holds up no other topic's sen
   CHECK(stats->partitions.at(0).end_offset == 7);
 }
 
+// ---- answers lost, proxy restarted ---------------------------------------------------------------
+
+// The sum of the partitions' end offsets of `topic`, as the proxy at `address` says.
+uint64_t StoredMessages(const std::string& address, const std::string& topic) {
+  std::unique_ptr<Client> admin = ConnectTo(address);
+  absl::StatusOr<TopicStats> stats = admin->GetTopicStats(topic);
+  REQUIRE(stats.ok());
+  uint64_t sum = 0;
+  for (const auto& partition : stats->partitions) sum += partition.end_offset;
+  return sum;
+}
+
+TEST_CASE("client: batches stored before their answers were lost are not stored again through "
+          "a restarted proxy",
+          "[net][client][dedup]") {
+  TempDir dir;
+  cairn::net::testing::Relay relay;
+  auto proxy = std::make_unique<ServedProxy>(dir.path());
+  relay.SetTarget(cairn::net::testing::PortOf(proxy->address()));
+  ClientOptions options;
+  options.address = relay.address();
+  options.log = NullLog();
+  options.reconnect_timeout = std::chrono::seconds(30);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  REQUIRE(client.ok());
+  REQUIRE((*client)->CreateTopic("d", Partitions(2)).ok());
+  absl::StatusOr<std::unique_ptr<Producer>> producer = (*client)->CreateProducer("d", BatchOf(10));
+  REQUIRE(producer.ok());
+
+  // The proxy stores every batch, and none of its answers gets through.
+  relay.HoldReplies(true);
+  constexpr int kMessages = 200;
+  std::mutex mu;
+  std::vector<std::optional<absl::StatusOr<MessageId>>> ids(kMessages);
+  for (int i = 0; i < kMessages; ++i) {
+    (*producer)->SendAsync(Value("d" + std::to_string(i)), [&, i](absl::StatusOr<MessageId> id) {
+      std::lock_guard lock(mu);
+      ids[i] = id;
+    });
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  uint64_t stored = 0;
+  while (stored < kMessages && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(50));
+    stored = StoredMessages(proxy->address(), "d");
+  }
+  REQUIRE(stored == kMessages);
+  {
+    std::lock_guard lock(mu);
+    for (const auto& id : ids) CHECK_FALSE(id.has_value());
+  }
+
+  // The connection goes, and so does the proxy, with what it knew of the producer.
+  relay.SetTarget(0);
+  relay.CutAll();
+  proxy.reset();
+  proxy = std::make_unique<ServedProxy>(dir.path());
+  relay.HoldReplies(false);
+  relay.SetTarget(cairn::net::testing::PortOf(proxy->address()));
+
+  // The client sends all 20 batches again; the new proxy finds each stored.
+  REQUIRE((*producer)->Flush().ok());
+  CHECK(StoredMessages(proxy->address(), "d") == kMessages);
+  std::map<std::pair<uint32_t, uint64_t>, std::string> sent;
+  {
+    std::lock_guard lock(mu);
+    for (int i = 0; i < kMessages; ++i) {
+      REQUIRE(ids[i].has_value());
+      REQUIRE(ids[i]->ok());
+      CHECK((*ids[i])->offset != kUnknownOffset);
+      sent[{(*ids[i])->partition, (*ids[i])->offset}] = "d" + std::to_string(i);
+    }
+  }
+  CHECK(sent.size() == kMessages);
+  // Each message is where its answer says, once.
+  std::unique_ptr<Consumer> consumer = Subscribe(**client, "d", "s");
+  std::vector<Message> got = ReceiveUpTo(*consumer, kMessages + 1, milliseconds(1000));
+  CHECK(got.size() == kMessages);
+  for (const Message& m : got) CHECK(sent[{m.id.partition, m.id.offset}] == m.value);
+  REQUIRE(consumer->Close().ok());
+  REQUIRE((*producer)->Close().ok());
+}
+
 // ---- cairnd standalone, killed mid-stream -------------------------------------------------------
 
 TEST_CASE("client: a proxy killed and restarted mid-stream loses no acknowledged message, "

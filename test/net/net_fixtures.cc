@@ -35,6 +35,93 @@ int ConnectLoopback(int port) {
   return fd;
 }
 
+int PortOf(const std::string& address) {
+  return std::stoi(address.substr(address.rfind(':') + 1));
+}
+
+Relay::Relay() {
+  listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(listen_fd_ >= 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_port = 0;
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(listen_fd_, reinterpret_cast<const sockaddr*>(&at), sizeof(at)) == 0);
+  REQUIRE(listen(listen_fd_, 16) == 0);
+  socklen_t length = sizeof(at);
+  REQUIRE(getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&at), &length) == 0);
+  port_ = ntohs(at.sin_port);
+  acceptor_ = std::thread([this] { AcceptLoop(); });
+}
+
+Relay::~Relay() {
+  stopping_.store(true);
+  shutdown(listen_fd_, SHUT_RDWR);  // wakes accept()
+  acceptor_.join();
+  CutAll();
+  std::vector<std::thread> pumps;
+  {
+    std::lock_guard lock(mu_);
+    pumps.swap(pumps_);
+  }
+  for (std::thread& pump : pumps) pump.join();
+  for (int fd : fds_) close(fd);
+  close(listen_fd_);
+}
+
+void Relay::SetTarget(int port) {
+  std::lock_guard lock(mu_);
+  target_port_ = port;
+}
+
+void Relay::CutAll() {
+  std::lock_guard lock(mu_);
+  for (int fd : fds_) shutdown(fd, SHUT_RDWR);
+}
+
+void Relay::AcceptLoop() {
+  while (!stopping_.load()) {
+    const int client = accept(listen_fd_, nullptr, nullptr);
+    if (client < 0) {
+      if (stopping_.load()) return;
+      continue;
+    }
+    std::lock_guard lock(mu_);
+    fds_.push_back(client);
+    const int server = target_port_ == 0 ? -1 : socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(static_cast<uint16_t>(target_port_));
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (server < 0 || connect(server, reinterpret_cast<const sockaddr*>(&to), sizeof(to)) != 0) {
+      if (server >= 0) close(server);
+      shutdown(client, SHUT_RDWR);
+      continue;
+    }
+    fds_.push_back(server);
+    pumps_.emplace_back([this, client, server] { Pump(client, server, false); });
+    pumps_.emplace_back([this, client, server] { Pump(server, client, true); });
+  }
+}
+
+void Relay::Pump(int from, int to, bool replies) {
+  char buffer[64 << 10];
+  for (;;) {
+    const ssize_t n = read(from, buffer, sizeof(buffer));
+    if (n <= 0) break;
+    if (replies && hold_.load()) continue;
+    ssize_t written = 0;
+    while (written < n) {
+      const ssize_t w = send(to, buffer + written, n - written, MSG_NOSIGNAL);
+      if (w <= 0) break;
+      written += w;
+    }
+    if (written < n) break;
+  }
+  shutdown(from, SHUT_RDWR);
+  shutdown(to, SHUT_RDWR);
+}
+
 std::unique_ptr<RemoteLedgerSet> ConnectLedgers(const std::string& address) {
   RemoteLedgerSetOptions options;
   options.address = address;

@@ -6,8 +6,10 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <future>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <thread>
@@ -93,6 +95,42 @@ class Daemon {
   pid_t pid_ = 0;
   int port_ = 0;
 };
+
+// A TCP relay listening on a loopback port that forwards each connection to a target port on
+// loopback: a network between a client and a server that can lose the server's answers and
+// cut connections. Not thread-safe to configure from several threads at once.
+class Relay {
+ public:
+  Relay();
+  ~Relay();
+  Relay(const Relay&) = delete;
+  Relay& operator=(const Relay&) = delete;
+
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  // Where new connections go; 0: they are accepted and closed at once.
+  void SetTarget(int port);
+  // While set, what the target sends is read and dropped.
+  void HoldReplies(bool hold) { hold_.store(hold); }
+  // Shuts every relayed connection down (both sides see it closed).
+  void CutAll();
+
+ private:
+  void AcceptLoop();
+  void Pump(int from, int to, bool replies);
+
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> hold_{false};
+  std::atomic<bool> stopping_{false};
+  std::mutex mu_;
+  int target_port_ = 0;          // guarded by mu_
+  std::vector<int> fds_;         // guarded by mu_: closed on destruction only
+  std::vector<std::thread> pumps_;  // guarded by mu_
+  std::thread acceptor_;
+};
+
+// The port of a "host:port" address.
+int PortOf(const std::string& address);
 
 struct HttpReply {
   int status = 0;
