@@ -193,6 +193,10 @@ struct StoreStats {
   uint64_t appender_rounds = 0;
   // Passes of StoreOptions::async_sync_interval_ms's syncs that synced at least one segment.
   uint64_t background_syncs = 0;
+  // With async_sync_interval_ms: bytes of acknowledged appends that no background sync has made
+  // durable yet (a segment roll may have synced some of them already). 0 once a sync has covered
+  // every append; without background syncs, always 0.
+  uint64_t async_unsynced_bytes = 0;
   // How long the group commit's writes took, one observation per round that wrote appends (its
   // segments' writes and the journal's, side by side), and its syncs, one per round that synced
   // under kSync (its fdatasyncs or syncfs side by side, or the journal's fdatasync): what the

@@ -31,6 +31,10 @@ void RegisterStoreMetrics(MetricsRegistry& registry, Store* store) {
       "cairn_store_background_syncs_total",
       "Passes of the async durability's periodic syncs (--async-sync-interval-ms).",
       [store] { return store->stats().background_syncs; });
+  registry.AddGauge(
+      "cairn_store_async_unsynced_bytes",
+      "Bytes of acknowledged async appends no periodic sync has made durable yet.",
+      [store] { return static_cast<double>(store->stats().async_unsynced_bytes); });
   // Bucket i of a TimeDistribution counts durations of at most 2^i µs: bounds of 1 µs to
   // 2^23 µs, in seconds, then +Inf.
   const auto times = [&](const char* name, const char* help,

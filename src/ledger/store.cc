@@ -932,6 +932,7 @@ StoreStats StoreImpl::stats() const {
       .append_syncs = append_syncs_.load(std::memory_order_relaxed),
       .appender_rounds = appender_rounds_.load(std::memory_order_relaxed),
       .background_syncs = background_syncs_.load(std::memory_order_relaxed),
+      .async_unsynced_bytes = async_unsynced_bytes_.load(std::memory_order_relaxed),
       .write_times = write_times_.Read(),
       .sync_times = sync_times_.Read(),
   };
@@ -1285,6 +1286,7 @@ void StoreImpl::RunRound(std::unique_lock<std::mutex>& lock) {
       unsynced_.emplace(id, std::move(ledger));
     }
     round_written_.clear();
+    unsynced_bytes_ += std::exchange(round_written_bytes_, 0);
     if (!background_sync_due_.has_value()) {
       background_sync_due_ = std::chrono::steady_clock::now() +
                              std::chrono::milliseconds(options_.async_sync_interval_ms);
@@ -1316,12 +1318,17 @@ void StoreImpl::WorkerLoop() {
       round_running_ = true;
       std::map<uint64_t, std::shared_ptr<Ledger>> ledgers;
       ledgers.swap(unsynced_);
+      const uint64_t syncing_bytes = std::exchange(unsynced_bytes_, 0);
       background_sync_due_.reset();
       const bool failed = !fail_stop_.ok();
       lock.unlock();
       if (!failed) {
         absl::Status synced = SyncWrittenSegments(ledgers);
-        if (!synced.ok()) FailStop(Annotate(synced, "background sync of async appends"));
+        if (synced.ok()) {
+          async_unsynced_bytes_.fetch_sub(syncing_bytes, std::memory_order_relaxed);
+        } else {
+          FailStop(Annotate(synced, "background sync of async appends"));
+        }
       }
       ledgers.clear();
       lock.lock();
@@ -1919,7 +1926,12 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
       ledger.last_add_confirmed = segment.end_entry_id - 1;
       ledger.changed.notify_all();
       if (journaled()) dirty_[ledger.id] = group[p.appends.front()].ledger;
-      if (background_syncs_enabled()) round_written_.push_back(group[p.appends.front()].ledger);
+      if (background_syncs_enabled()) {
+        round_written_.push_back(group[p.appends.front()].ledger);
+        round_written_bytes_ += position - p.position;
+        // Counted before the callbacks, so that an append that has returned is in it.
+        async_unsynced_bytes_.fetch_add(position - p.position, std::memory_order_relaxed);
+      }
     }
 
     // Callbacks for this round, in append order; then one wake for every blocking appender

@@ -349,9 +349,11 @@ class StoreImpl final : public Store {
   // kAsync with async_sync_interval_ms: the ledgers written since the last background sync, and
   // when that sync falls due (set by the first round that adds a ledger).
   std::map<uint64_t, std::shared_ptr<Ledger>> unsynced_;
+  uint64_t unsynced_bytes_ = 0;  // What the rounds wrote to unsynced_'s ledgers.
   std::optional<std::chrono::steady_clock::time_point> background_sync_due_;
   // Owned by the round: the ledgers it wrote, for unsynced_ (background syncs only).
   std::vector<std::shared_ptr<Ledger>> round_written_;
+  uint64_t round_written_bytes_ = 0;
   bool stopping_ = false;
   bool worker_stopped_ = false;  // The worker answered its last append and returned.
   bool closed_ = false;
@@ -435,6 +437,9 @@ class StoreImpl final : public Store {
   std::atomic<uint64_t> append_syncs_{0};
   std::atomic<uint64_t> appender_rounds_{0};
   std::atomic<uint64_t> background_syncs_{0};
+  // What rounds wrote since the last background sync that covered it (including a round's
+  // writes not yet in unsynced_bytes_ and what a running background sync is syncing).
+  std::atomic<uint64_t> async_unsynced_bytes_{0};
   // A TimeDistribution counted from any thread (relaxed).
   class TimeCounter {
    public:
