@@ -109,6 +109,9 @@ class BatchBuilder {
   // Forgets all entries; keeps the buffer's capacity for reuse.
   void Reset();
 
+  // Bytes of the buffer kept across Reset (0 before the first Add).
+  size_t capacity_bytes() const { return capacity_; }
+
  private:
   // Makes room for `bytes` more payload bytes, growing geometrically.
   void Reserve(size_t bytes);

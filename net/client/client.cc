@@ -661,19 +661,32 @@ class ProducerCore final : public SessionUser {
     if (partition == round_robin_) round_robin_ = (round_robin_ + 1) % partitions_;
   }
 
-  // handoff_mu_ held: an empty batch, with the buffers of an answered one when there is one (a batch's
-  // builder and callbacks grow to the batch limits; reusing them spares an allocation and a
-  // copy per doubling, per batch).
+  // handoff_mu_ held: an empty batch, with the buffers of an answered one when there is one (a
+  // batch's builder and callbacks grow to the batch limits; reusing them spares an allocation,
+  // fresh pages and a copy per doubling, per batch).
   ProducerBatch TakeSpareBatch() {
     if (spare_batches_.empty()) return ProducerBatch{};
     ProducerBatch batch = std::move(spare_batches_.back());
     spare_batches_.pop_back();
+    spare_bytes_ -= BufferBytes(batch);
     return batch;
   }
 
-  // handoff_mu_ held: keeps the buffers of an answered batch for a later one, up to a few per partition.
+  static size_t BufferBytes(const ProducerBatch& batch) {
+    return batch.builder->capacity_bytes() + batch.callbacks.capacity() * sizeof(SendCallback);
+  }
+
+  // handoff_mu_ held: keeps the buffers of an answered batch for a later one. Answers come a
+  // store round at a time, many batches together, and the sender then needs as many again: the
+  // spares may hold buffers of a quarter of the pending budget (and a few batches per partition
+  // whatever their size): what they add to the producer's memory.
   void KeepSpareBatch(ProducerBatch& done) {
-    if (spare_batches_.size() >= 2 * static_cast<size_t>(partitions_) + 2) return;
+    const size_t capacity = BufferBytes(done);
+    if (spare_batches_.size() >= 2 * static_cast<size_t>(partitions_) + 2 &&
+        spare_bytes_ + capacity > options_.max_pending_bytes) {
+      return;
+    }
+    spare_bytes_ += capacity;
     ProducerBatch& spare = spare_batches_.emplace_back(std::move(done));
     spare.builder->Reset();
     spare.callbacks.clear();  // run and destroyed already
@@ -814,6 +827,7 @@ class ProducerCore final : public SessionUser {
   std::condition_variable idle_;  // with handoff_mu_: answered_messages_ grew
   std::deque<ProducerBatch> sealed_;          // guarded by handoff_mu_
   std::vector<ProducerBatch> spare_batches_;  // guarded by handoff_mu_: answered, for reuse
+  size_t spare_bytes_ = 0;                      // guarded by handoff_mu_: their builders' buffers
   absl::Status first_error_;                  // guarded by handoff_mu_
   // Of the accepted ones, whose callbacks have run; written with handoff_mu_ held.
   std::atomic<uint64_t> released_bytes_{0};

@@ -120,7 +120,8 @@ struct ProducerOptions {
   std::chrono::microseconds linger = std::chrono::milliseconds(1);
   size_t max_batch_bytes = size_t{128} << 10;
   size_t max_batch_messages = 1000;
-  // Messages accepted and not yet acknowledged; SendAsync waits beyond it (back-pressure).
+  // Messages accepted and not yet acknowledged; SendAsync waits beyond it (back-pressure). The
+  // buffers of answered batches are kept for reuse, up to as many bytes again.
   size_t max_pending_bytes = size_t{64} << 20;
 };
 
