@@ -683,7 +683,8 @@ TEST_CASE("Background passes run by dirty ratio without blocking appends, progre
   in_pass.get_future().wait();
   AppendKeyed(*f.stream, log, "k0", "during the pass");
   appended.set_value();
-  for (int i = 0; i < 1000 && Unwrap(compactor->info()).horizon < 500; ++i) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (Unwrap(compactor->info()).horizon < 500 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   compactor->Stop();

@@ -387,7 +387,8 @@ TEST_CASE("cli: topics, produce, consume, stats and perf against cairnd standalo
 
   // The consumers that just closed leave in the background on the proxy; until they have, the
   // topic is in use.
-  for (int tries = 0; tries < 30; ++tries) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
     run = Cairn(f.scratch, {"topics", "delete", "orders", "--proxy", proxy});
     if (run.status == 0 || run.err.find("FAILED_PRECONDITION") == std::string::npos) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
