@@ -1278,6 +1278,27 @@ TEST_CASE("ledger crash: async appends are synced within async_sync_interval_ms"
   REQUIRE(store->Close().ok());
 }
 
+TEST_CASE("ledger crash: async_unsynced_bytes counts the appends no background sync covered",
+          "[ledger]") {
+  const ContentSpec spec;
+  auto base = NewStoreFileSystem();
+  StoreOptions options = OptionsOn(*base, 16 * kMinSegmentBytes, Durability::kAsync);
+  options.async_sync_interval_ms = 3'600'000;  // Not within the test.
+  auto store = Unwrap(Store::Open(options));
+  CHECK(store->stats().async_unsynced_bytes == 0);
+  for (int i = 0; i < 2; ++i) {
+    auto writer = Unwrap(store->OpenWriter(Unwrap(store->CreateLedger())));
+    uint64_t end = 0;
+    AppendMany(*writer, spec, &end, 5);
+  }
+  const StoreStats stats = store->stats();
+  CHECK(stats.appends_acknowledged == 10);
+  CHECK(stats.bytes_acknowledged > 0);
+  CHECK(stats.async_unsynced_bytes == stats.bytes_acknowledged);
+  CHECK(stats.background_syncs == 0);
+  REQUIRE(store->Close().ok());
+}
+
 TEST_CASE("ledger crash: a journal and async_sync_interval_ms are refused together",
           "[ledger]") {
   auto base = NewStoreFileSystem();
