@@ -678,8 +678,8 @@ class ProducerCore final : public SessionUser {
 
   // handoff_mu_ held: keeps the buffers of an answered batch for a later one. Answers come a
   // store round at a time, many batches together, and the sender then needs as many again: the
-  // spares may hold buffers of a quarter of the pending budget (and a few batches per partition
-  // whatever their size): what they add to the producer's memory.
+  // spares may hold up to max_pending_bytes of buffers (and a few batches per partition whatever
+  // their size), which is what they add to the producer's memory.
   void KeepSpareBatch(ProducerBatch& done) {
     const size_t capacity = BufferBytes(done);
     if (spare_batches_.size() >= 2 * static_cast<size_t>(partitions_) + 2 &&
@@ -827,7 +827,7 @@ class ProducerCore final : public SessionUser {
   std::condition_variable idle_;  // with handoff_mu_: answered_messages_ grew
   std::deque<ProducerBatch> sealed_;          // guarded by handoff_mu_
   std::vector<ProducerBatch> spare_batches_;  // guarded by handoff_mu_: answered, for reuse
-  size_t spare_bytes_ = 0;                      // guarded by handoff_mu_: their builders' buffers
+  size_t spare_bytes_ = 0;  // guarded by handoff_mu_: their buffers (BufferBytes)
   absl::Status first_error_;                  // guarded by handoff_mu_
   // Of the accepted ones, whose callbacks have run; written with handoff_mu_ held.
   std::atomic<uint64_t> released_bytes_{0};
