@@ -160,6 +160,8 @@ struct StreamStats {
   // cache (memory, StreamOptions::tail_cache_bytes), or read from the ledgers.
   uint64_t tail_cache_hits = 0;
   uint64_t tail_cache_misses = 0;
+  // The retention policy in force (StreamOptions::retention, or the last SetRetention).
+  RetentionPolicy retention;
 };
 
 struct RetentionReport {

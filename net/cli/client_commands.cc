@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -27,6 +28,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "bench/histogram.h"
 #include "bench/report.h"
 #include "cairn/metadata.h"
@@ -145,6 +147,139 @@ std::optional<SubscriptionStart> ParseStart(std::string_view text) {
     return std::nullopt;
   }
   return start;
+}
+
+// "90s", "30m", "12h", "7d": a whole number and a unit; "0" alone is no limit (returns 0).
+std::optional<std::chrono::microseconds> ParseAge(std::string_view text) {
+  if (text == "0") return std::chrono::microseconds(0);
+  if (text.size() < 2) return std::nullopt;
+  int64_t unit_us;
+  switch (text.back()) {
+    case 's':
+      unit_us = int64_t{1'000'000};
+      break;
+    case 'm':
+      unit_us = int64_t{60'000'000};
+      break;
+    case 'h':
+      unit_us = int64_t{3'600'000'000};
+      break;
+    case 'd':
+      unit_us = int64_t{86'400'000'000};
+      break;
+    default:
+      return std::nullopt;
+  }
+  const std::string_view number = text.substr(0, text.size() - 1);
+  int64_t count;
+  if (number.find_first_not_of("0123456789") != std::string_view::npos ||
+      !absl::SimpleAtoi(absl::string_view(number.data(), number.size()), &count) ||
+      count > std::numeric_limits<int64_t>::max() / unit_us) {
+    return std::nullopt;
+  }
+  return std::chrono::microseconds(count * unit_us);
+}
+
+// "1048576", "512MiB", "10GiB": bytes, or a whole number and a binary unit; "0" is no limit.
+std::optional<uint64_t> ParseSize(std::string_view text) {
+  constexpr std::pair<std::string_view, int> kUnits[] = {
+      {"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"TiB", 40}, {"B", 0}};
+  int shift = 0;
+  for (const auto& [unit, bits] : kUnits) {
+    if (text.size() > unit.size() && text.substr(text.size() - unit.size()) == unit) {
+      text.remove_suffix(unit.size());
+      shift = bits;
+      break;
+    }
+  }
+  uint64_t count;
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string_view::npos ||
+      !absl::SimpleAtoi(absl::string_view(text.data(), text.size()), &count) ||
+      count > (std::numeric_limits<uint64_t>::max() >> shift)) {
+    return std::nullopt;
+  }
+  return count << shift;
+}
+
+// "7d", "36h", "90s": the largest unit that divides the age.
+std::string AgeText(std::chrono::microseconds age) {
+  constexpr std::pair<int64_t, const char*> kUnits[] = {
+      {86'400'000'000, "d"}, {3'600'000'000, "h"}, {60'000'000, "m"}, {1'000'000, "s"}};
+  for (const auto& [unit_us, name] : kUnits) {
+    if (age.count() % unit_us == 0) return absl::StrCat(age.count() / unit_us, name);
+  }
+  return absl::StrFormat("%.6fs", static_cast<double>(age.count()) / 1e6);
+}
+
+// Applies the retention flags given on the command line to `retention`; an error message if
+// a value is bad.
+std::string RetentionFlags(net::TopicRetention& retention) {
+  if (FlagGiven("retention_age")) {
+    const std::string text = absl::GetFlag(FLAGS_retention_age);
+    std::optional<std::chrono::microseconds> age = ParseAge(text);
+    if (!age) {
+      return absl::StrCat("bad --retention-age '", text,
+                          "': a whole number and a unit, s, m, h or d (7d), or 0");
+    }
+    retention.max_age.reset();
+    if (age->count() > 0) retention.max_age = *age;
+  }
+  if (FlagGiven("retention_bytes")) {
+    const std::string text = absl::GetFlag(FLAGS_retention_bytes);
+    std::optional<uint64_t> bytes = ParseSize(text);
+    if (!bytes) {
+      return absl::StrCat("bad --retention-bytes '", text,
+                          "': bytes, or a whole number and a unit, KiB, MiB, GiB or TiB "
+                          "(10GiB), or 0");
+    }
+    retention.max_bytes.reset();
+    if (*bytes > 0) retention.max_bytes = *bytes;
+  }
+  if (FlagGiven("delete_acknowledged")) {
+    retention.delete_acknowledged = absl::GetFlag(FLAGS_delete_acknowledged);
+  }
+  if (FlagGiven("keep_unacknowledged")) {
+    retention.keep_unacknowledged = absl::GetFlag(FLAGS_keep_unacknowledged);
+  }
+  return "";
+}
+
+bool AnyRetentionFlag() {
+  return FlagGiven("retention_age") || FlagGiven("retention_bytes") ||
+         FlagGiven("delete_acknowledged") || FlagGiven("keep_unacknowledged");
+}
+
+// "max age 7d; max size 10.0 GiB per partition; ...", or "none (...)".
+std::string RetentionText(const net::TopicRetention& r) {
+  std::vector<std::string> rules;
+  if (r.max_age) rules.push_back(absl::StrCat("max age ", AgeText(*r.max_age)));
+  if (r.max_bytes) {
+    rules.push_back(absl::StrCat("max size ", Bytes(*r.max_bytes), " per partition"));
+  }
+  if (r.delete_acknowledged) rules.push_back("deletes what every subscription acknowledged");
+  if (r.keep_unacknowledged) rules.push_back("keeps what a subscription has not acknowledged");
+  if (rules.empty()) return "none (every message is kept until the topic is deleted)";
+  return absl::StrJoin(rules, "; ");
+}
+
+void RetentionJson(JsonWriter& json, const net::TopicRetention& r) {
+  json.Key("retention");
+  json.BeginObject();
+  json.Key("max_age_us");
+  if (r.max_age) {
+    json.Number(static_cast<uint64_t>(r.max_age->count()));
+  } else {
+    json.Null();
+  }
+  json.Key("max_bytes");
+  if (r.max_bytes) {
+    json.Number(*r.max_bytes);
+  } else {
+    json.Null();
+  }
+  json.Field("delete_acknowledged", r.delete_acknowledged);
+  json.Field("keep_unacknowledged", r.keep_unacknowledged);
+  json.EndObject();
 }
 
 // The consumer options from --subscription, --type and --start; an error message if one is bad.
@@ -409,9 +544,44 @@ int RunTopicsCreate() {
   const uint32_t partitions = absl::GetFlag(FLAGS_partitions);
   net::TopicConfig config;
   config.partitions = partitions;
+  if (std::string error = RetentionFlags(config.retention); !error.empty()) {
+    return UsageError(kCommand, error);
+  }
   absl::Status created = (*client)->CreateTopic(Topic(), config);
   if (!created.ok()) return Fail(kCommand, created);
   absl::PrintF("created topic %s with %d partition(s)\n", Topic(), partitions);
+  if (AnyRetentionFlag()) absl::PrintF("retention: %s\n", RetentionText(config.retention));
+  return kExitOk;
+}
+
+int RunTopicsRetention() {
+  constexpr const char* kCommand = "topics retention";
+  net::TopicRetention wanted;
+  // Checked before connecting: a bad value is a usage error whatever the proxy says.
+  if (std::string error = RetentionFlags(wanted); !error.empty()) {
+    return UsageError(kCommand, error);
+  }
+  absl::StatusOr<std::unique_ptr<Client>> client = Connect();
+  if (!client.ok()) return Fail(kCommand, client.status());
+  absl::StatusOr<net::TopicStats> stats = (*client)->GetTopicStats(Topic());
+  if (!stats.ok()) return Fail(kCommand, stats.status());
+  net::TopicRetention retention = stats->retention;
+  if (AnyRetentionFlag()) {
+    // The rules not named on the command line stay as they are.
+    (void)RetentionFlags(retention);
+    absl::Status set = (*client)->SetRetention(Topic(), retention);
+    if (!set.ok()) return Fail(kCommand, set);
+  }
+  if (absl::GetFlag(FLAGS_json)) {
+    JsonWriter json;
+    json.BeginObject();
+    json.Field("topic", Topic());
+    RetentionJson(json, retention);
+    json.EndObject();
+    absl::PrintF("%s\n", json.text());
+    return kExitOk;
+  }
+  absl::PrintF("topic %s: retention: %s\n", Topic(), RetentionText(retention));
   return kExitOk;
 }
 
@@ -496,6 +666,7 @@ int RunTopicsStats() {
     json.Field("messages_in_rate", stats->messages_in_rate);
     json.Field("bytes_in_rate", stats->bytes_in_rate);
     json.Field("messages_out_rate", stats->messages_out_rate);
+    RetentionJson(json, stats->retention);
     json.EndObject();
     absl::PrintF("%s\n", json.text());
     return kExitOk;
@@ -529,6 +700,7 @@ int RunTopicsStats() {
                stats->messages_in, Bytes(stats->bytes_in), stats->messages_in_rate,
                Bytes(static_cast<uint64_t>(stats->bytes_in_rate)), stats->messages_out,
                stats->messages_out_rate);
+  absl::PrintF("retention: %s\n", RetentionText(stats->retention));
   return kExitOk;
 }
 
@@ -715,6 +887,7 @@ int RunPerfProduce() {
   options.linger = std::chrono::microseconds(absl::GetFlag(FLAGS_linger_us));
   options.max_batch_bytes = absl::GetFlag(FLAGS_batch_bytes);
   options.max_batch_messages = absl::GetFlag(FLAGS_batch_messages);
+  options.max_pending_bytes = absl::GetFlag(FLAGS_max_pending_bytes);
   CatchInterrupts();
 
   absl::StatusOr<std::unique_ptr<Client>> client = Connect();

@@ -113,13 +113,27 @@ const Command kCommands[] = {
     {
         .name = "topics create",
         .summary = "Create a topic",
-        .usage = "cairn topics create TOPIC [--partitions N] [--proxy HOST:PORT]",
+        .usage = "cairn topics create TOPIC [--partitions N] [--proxy HOST:PORT]\n"
+                 "       [--retention-age AGE] [--retention-bytes SIZE]\n"
+                 "       [--delete-acknowledged] [--keep-unacknowledged]",
         .details = "Creates the topic with N partitions (one stream each). Names are 1 to 180\n"
                    "bytes of [A-Za-z0-9._-].\n"
                    "\n"
+                   "Without retention flags, messages are kept until the topic is deleted.\n"
+                   "Retention deletes a partition's oldest ledgers whole, never the one being\n"
+                   "written, each time a ledger is closed; 'cairn topics retention' changes it\n"
+                   "later.\n"
+                   "\n"
                    "Exit status: 0 created, 2 otherwise (e.g. it exists already).\n",
-        .flags = {{"proxy", "HOST:PORT", false}, {"partitions", "N", false}},
-        .examples = {"cairn topics create orders --partitions 4"},
+        .flags = {{"proxy", "HOST:PORT", false},
+                  {"partitions", "N", false},
+                  {"retention_age", "AGE", false},
+                  {"retention_bytes", "SIZE", false},
+                  {"delete_acknowledged", "", false},
+                  {"keep_unacknowledged", "", false}},
+        .examples = {"cairn topics create orders --partitions 4",
+                     "cairn topics create clicks --partitions 8 --retention-age 7d "
+                     "--retention-bytes 50GiB"},
         .run = RunTopicsCreate,
         .args = {"TOPIC"},
     },
@@ -152,13 +166,43 @@ const Command kCommands[] = {
         .details = "Per partition: the offsets (first, end, durable end), ledgers and bytes. Per\n"
                    "subscription: its type, consumers, backlog (messages not acknowledged) and\n"
                    "messages delivered and not acknowledged. The rates are the proxy's, over the\n"
-                   "last few seconds.\n"
+                   "last few seconds. Then the topic's retention (see 'cairn topics retention').\n"
                    "\n"
                    "Exit status: 0, or 2 if the topic does not exist or the proxy could not be\n"
                    "asked.\n",
         .flags = {{"proxy", "HOST:PORT", false}, {"json", "", false}},
         .examples = {"cairn topics stats orders", "cairn topics stats orders --json"},
         .run = RunTopicsStats,
+        .args = {"TOPIC"},
+    },
+    {
+        .name = "topics retention",
+        .summary = "Show or change how long a topic keeps its messages",
+        .usage = "cairn topics retention TOPIC [--retention-age AGE] [--retention-bytes SIZE]\n"
+                 "       [--delete-acknowledged[=false]] [--keep-unacknowledged[=false]]\n"
+                 "       [--proxy HOST:PORT] [--json]",
+        .details = "Without retention flags, shows the topic's retention. With some, changes\n"
+                   "what they name and keeps the rest (--retention-age 0 and --retention-bytes\n"
+                   "0 remove a limit; --no-delete-acknowledged or --delete-acknowledged=false\n"
+                   "turn a rule off), applies the result to every partition at once (deleting\n"
+                   "what it no longer keeps) and shows it.\n"
+                   "\n"
+                   "The limits are per partition. Retention deletes a partition's oldest\n"
+                   "ledgers whole, never the one being written, so a partition keeps up to a\n"
+                   "ledger (256 MiB by default) more than its limits.\n"
+                   "\n"
+                   "Exit status: 0, or 2 if the topic does not exist, a value is bad or the\n"
+                   "proxy could not be asked.\n",
+        .flags = {{"proxy", "HOST:PORT", false},
+                  {"retention_age", "AGE", false},
+                  {"retention_bytes", "SIZE", false},
+                  {"delete_acknowledged", "", false},
+                  {"keep_unacknowledged", "", false},
+                  {"json", "", false}},
+        .examples = {"cairn topics retention orders",
+                     "cairn topics retention orders --retention-age 3d",
+                     "cairn topics retention orders --retention-bytes 0 --delete-acknowledged"},
+        .run = RunTopicsRetention,
         .args = {"TOPIC"},
     },
     {
@@ -178,7 +222,8 @@ const Command kCommands[] = {
         .name = "perf produce",
         .summary = "Measure producing: messages/s, MB/s, publish latency",
         .usage = "cairn perf produce TOPIC [--rate R] [--size BYTES] [--messages N | --duration S]\n"
-                 "       [--linger-us US] [--batch-bytes B] [--batch-messages N] [--json]",
+                 "       [--linger-us US] [--batch-bytes B] [--batch-messages N]\n"
+                 "       [--max-pending-bytes B] [--json]",
         .details =
             "Sends messages of --size random bytes (no key) as fast as they are taken, or at\n"
             "--rate per second, and measures the publish latency of every 8th: from the send to\n"
@@ -202,6 +247,7 @@ const Command kCommands[] = {
                   {"linger_us", "US", false},
                   {"batch_bytes", "B", false},
                   {"batch_messages", "N", false},
+                  {"max_pending_bytes", "B", false},
                   {"embedded", "DIR", false},
                   {"partitions", "N", false},
                   {"durability", "sync|async", false},

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cairn::cli {
@@ -50,6 +51,9 @@ std::string Bytes(uint64_t bytes);
 // The arguments of the running command that are not flags, as Command::args names them.
 const std::vector<std::string>& Args();
 
+// Whether the running command's flag `name` (as defined, e.g. "retention_age") was given.
+bool FlagGiven(std::string_view name);
+
 // The subcommands' entry points (store_commands.cc).
 int RunVerify();
 int RunLedgers();
@@ -61,6 +65,7 @@ int RunTopicsCreate();
 int RunTopicsList();
 int RunTopicsDelete();
 int RunTopicsStats();
+int RunTopicsRetention();
 int RunCompact();
 int RunPerfProduce();
 int RunPerfConsume();

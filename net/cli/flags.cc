@@ -42,6 +42,20 @@ ABSL_FLAG(int64_t, linger_us, 1000,
           "How long a batch waits for more messages after its first (ProducerOptions::linger).");
 ABSL_FLAG(uint64_t, batch_bytes, 128 << 10,
           "A batch is sent when it holds this many bytes (ProducerOptions::max_batch_bytes).");
+ABSL_FLAG(uint64_t, max_pending_bytes, 64 << 20,
+          "Bytes of messages a producer may have sent and not yet had answered before a send "
+          "waits (ProducerOptions::max_pending_bytes).");
+ABSL_FLAG(std::string, retention_age, "",
+          "Delete each partition's ledgers closed longer ago than this: a whole number and a "
+          "unit, s, m, h or d (90s, 30m, 12h, 7d); 0: no age limit.");
+ABSL_FLAG(std::string, retention_bytes, "",
+          "Delete each partition's oldest ledgers while it holds more than this: bytes, or a "
+          "whole number and a unit, KiB, MiB, GiB or TiB (512MiB, 10GiB); 0: no size limit.");
+ABSL_FLAG(bool, delete_acknowledged, false,
+          "Delete the ledgers that every subscription has acknowledged.");
+ABSL_FLAG(bool, keep_unacknowledged, false,
+          "Never delete a ledger holding a message some subscription has not acknowledged, "
+          "whatever the age and size limits.");
 ABSL_FLAG(std::string, embedded, "",
           "perf produce: no proxy; append the same workload through the library in this process, "
           "to a store and metadata created in this directory (the baseline the proxy is compared "

@@ -33,6 +33,11 @@ ABSL_DECLARE_FLAG(double, duration);
 ABSL_DECLARE_FLAG(int64_t, linger_us);
 ABSL_DECLARE_FLAG(uint64_t, batch_bytes);
 ABSL_DECLARE_FLAG(uint64_t, batch_messages);
+ABSL_DECLARE_FLAG(uint64_t, max_pending_bytes);
+ABSL_DECLARE_FLAG(std::string, retention_age);
+ABSL_DECLARE_FLAG(std::string, retention_bytes);
+ABSL_DECLARE_FLAG(bool, delete_acknowledged);
+ABSL_DECLARE_FLAG(bool, keep_unacknowledged);
 ABSL_DECLARE_FLAG(std::string, embedded);
 ABSL_DECLARE_FLAG(std::string, durability);
 

@@ -37,6 +37,11 @@ std::vector<std::string>& MutableArgs() {
   return *args;
 }
 
+std::vector<std::string>& MutableGiven() {
+  static std::vector<std::string>* given = new std::vector<std::string>();
+  return *given;
+}
+
 // The command named by the first one or two of `args`; `words` is how many it took.
 const Command* FindCommand(const std::vector<std::string>& args, size_t* words) {
   for (const Command& c : Commands()) {
@@ -89,7 +94,8 @@ void PrintOverview(std::FILE* out) {
                "\n"
                "Run 'cairn help <command>' or 'cairn <command> --help' for a command's flags.\n"
                "Flags are written --name=value or --name value; '-' and '_' are the same in\n"
-               "names (--data-dir, --data_dir). A boolean flag alone is true (--json).\n"
+               "names (--data-dir, --data_dir). A boolean flag alone is true (--json);\n"
+               "--no-json or --json=false is false.\n"
                "\n"
                "Exit status: 0 success, 1 the command found a problem in the data (damage),\n"
                "2 usage error or the command could not run.\n"
@@ -138,7 +144,7 @@ bool IsHelp(std::string_view arg) { return arg == "--help" || arg == "-h" || arg
 // Parses `args` (what follows the command name) into the command's flags and arguments.
 // Returns an error message for a usage error; an empty string on success.
 std::string ParseFlags(const Command& command, const std::vector<std::string>& args) {
-  std::vector<std::string> given;
+  std::vector<std::string>& given = MutableGiven();
   std::vector<std::pair<absl::Flag<std::vector<std::string>>*, std::vector<std::string>>> lists;
   std::vector<std::string>& positional = MutableArgs();
   for (size_t i = 0; i < args.size(); ++i) {
@@ -168,7 +174,9 @@ std::string ParseFlags(const Command& command, const std::vector<std::string>& a
     bool negated = false;
     for (const FlagUse& u : command.flags) {
       if (name == u.name) use = &u;
-      if (name == absl::StrCat("no", u.name) && *u.value_name == '\0' && !has_value) {
+      // --nojson, or --no-json.
+      if ((name == absl::StrCat("no", u.name) || name == absl::StrCat("no_", u.name)) &&
+          *u.value_name == '\0' && !has_value) {
         use = &u;
         negated = true;
       }
@@ -278,6 +286,11 @@ int Main(int argc, char** argv) {
 }  // namespace
 
 const std::vector<std::string>& Args() { return MutableArgs(); }
+
+bool FlagGiven(std::string_view name) {
+  const std::vector<std::string>& given = MutableGiven();
+  return std::find(given.begin(), given.end(), name) != given.end();
+}
 
 }  // namespace cairn::cli
 

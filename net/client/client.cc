@@ -268,6 +268,13 @@ class ClientImpl final : public Client {
         stats.messages_in_rate = in.getMessagesInRate();
         stats.bytes_in_rate = in.getBytesInRate();
         stats.messages_out_rate = in.getMessagesOutRate();
+        rpc::RetentionPolicy::Reader retention = in.getRetention();
+        if (retention.getMaxAgeUs() > 0) {
+          stats.retention.max_age = std::chrono::microseconds(retention.getMaxAgeUs());
+        }
+        if (retention.getMaxBytes() > 0) stats.retention.max_bytes = retention.getMaxBytes();
+        stats.retention.delete_acknowledged = retention.getDeleteAcknowledged();
+        stats.retention.keep_unacknowledged = retention.getKeepUnacknowledged();
         return stats;
       });
     });

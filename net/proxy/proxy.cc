@@ -72,6 +72,13 @@ RetentionPolicy RetentionFrom(rpc::RetentionPolicy::Reader in) {
   return out;
 }
 
+void FillRetention(rpc::RetentionPolicy::Builder out, const RetentionPolicy& in) {
+  if (in.max_age.has_value()) out.setMaxAgeUs(in.max_age->count());
+  if (in.max_bytes.has_value()) out.setMaxBytes(*in.max_bytes);
+  out.setDeleteAcknowledged(in.delete_acknowledged);
+  out.setKeepUnacknowledged(in.keep_unacknowledged);
+}
+
 StartPosition StartFrom(rpc::StartPosition::Reader in) {
   switch (in.which()) {
     case rpc::StartPosition::EARLIEST:
@@ -633,6 +640,10 @@ class ProxyImpl final : public rpc::Proxy::Server {
             partitions[i].setDurableEndOffset(s.durable_end_offset);
             partitions[i].setLedgers(s.ledgers);
             partitions[i].setSizeBytes(s.size_bytes);
+          }
+          // Set on every partition alike (createTopic, setRetention).
+          if (!stats->partitions.empty()) {
+            FillRetention(out.initRetention(), stats->partitions[0].retention);
           }
           auto subs = out.initSubscriptions(stats->subscriptions.size());
           for (size_t i = 0; i < stats->subscriptions.size(); ++i) {

@@ -89,6 +89,7 @@ struct TopicStats {
   messagesInRate @6 :Float64;
   bytesInRate @7 :Float64;
   messagesOutRate @8 :Float64;
+  retention @9 :RetentionPolicy;   # in force on the topic's partitions
 }
 
 struct CompactionReport {

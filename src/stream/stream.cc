@@ -332,6 +332,7 @@ class StreamImpl final : public Stream {
                                    : std::min(stats.end_offset, writer_first_offset_);
     stats.tail_cache_hits = tail_cache_hits_.load(std::memory_order_relaxed);
     stats.tail_cache_misses = tail_cache_misses_.load(std::memory_order_relaxed);
+    stats.retention = record_.options.retention;
     return stats;
   }
 

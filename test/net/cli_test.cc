@@ -354,6 +354,57 @@ TEST_CASE("cli: topics, produce, consume, stats and perf against cairnd standalo
   CHECK(run.status == 2);
   CHECK(run.err.find("NOT_FOUND") != std::string::npos);
 
+  // Retention: set at creation, shown, changed rule by rule, shown by stats.
+  run = Cairn(f.scratch, {"topics", "create", "clicks", "--retention-age", "7d",
+                          "--retention-bytes", "10GiB", "--proxy", proxy});
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find("retention: max age 7d; max size 10.0 GiB per partition\n") !=
+        std::string::npos);
+  run = Cairn(f.scratch, {"topics", "retention", "orders", "--proxy", proxy});
+  REQUIRE(run.status == 0);
+  CHECK(run.out == "topic orders: retention: none (every message is kept until the topic is "
+                   "deleted)\n");
+  run = Cairn(f.scratch, {"topics", "retention", "clicks", "--retention-age", "0",
+                          "--delete-acknowledged", "--proxy", proxy});
+  REQUIRE(run.status == 0);
+  CHECK(run.out == "topic clicks: retention: max size 10.0 GiB per partition; deletes what every "
+                   "subscription acknowledged\n");
+  run = Cairn(f.scratch, {"topics", "retention", "clicks", "--no-delete-acknowledged",
+                          "--keep-unacknowledged", "--retention-age", "36h", "--json", "--proxy",
+                          proxy});
+  REQUIRE(run.status == 0);
+  CHECK(IsJson(f.scratch, run.out));
+  CHECK(run.out.find("\"retention\":{\"max_age_us\":129600000000,\"max_bytes\":10737418240,"
+                     "\"delete_acknowledged\":false,\"keep_unacknowledged\":true}") !=
+        std::string::npos);
+  run = Cairn(f.scratch, {"topics", "stats", "clicks", "--proxy", proxy});
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find("retention: max age 36h; max size 10.0 GiB per partition; keeps what a "
+                     "subscription has not acknowledged\n") != std::string::npos);
+  run = Cairn(f.scratch, {"topics", "stats", "clicks", "--json", "--proxy", proxy});
+  REQUIRE(run.status == 0);
+  CHECK(IsJson(f.scratch, run.out));
+  CHECK(run.out.find("\"max_age_us\":129600000000") != std::string::npos);
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--retention-age", "7"}, {"--retention-age", "7x"},
+        {"--retention-age", "-1d"}, {"--retention-age", "99999999999999d"},
+        {"--retention-bytes", "1.5GiB"}, {"--retention-bytes", "GiB"},
+        {"--retention-bytes", "99999999999TiB"}}) {
+    std::vector<std::string> args = {"topics", "retention", "clicks", "--proxy", proxy};
+    args.insert(args.end(), bad.begin(), bad.end());
+    run = Cairn(f.scratch, args);
+    CHECK(run.status == 2);
+    CHECK(run.err.find("bad " + bad[0]) != std::string::npos);
+  }
+  // Nothing changed by the refused values.
+  run = Cairn(f.scratch, {"topics", "retention", "clicks", "--proxy", proxy});
+  CHECK(run.out.find("max age 36h; max size 10.0 GiB per partition") != std::string::npos);
+  run = Cairn(f.scratch, {"topics", "retention", "missing", "--retention-age", "1d", "--proxy",
+                          proxy});
+  CHECK(run.status == 2);
+  CHECK(run.err.find("NOT_FOUND") != std::string::npos);
+  REQUIRE(Cairn(f.scratch, {"topics", "delete", "clicks", "--proxy", proxy}).status == 0);
+
   run = Cairn(f.scratch, {"perf", "produce", "orders", "--messages", "2000", "--size", "64",
                           "--proxy", proxy});
   REQUIRE(run.status == 0);

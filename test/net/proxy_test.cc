@@ -653,6 +653,15 @@ TEST_CASE("proxy: compaction, the compacted view, retention and unsubscribing", 
   retention.setName("prices");
   retention.initRetention().setMaxBytes(1 << 30);
   CHECK(c.Status(retention.send()).ok());
+  {
+    // The topic's stats show the policy in force.
+    auto request = c.proxy.topicStatsRequest();
+    request.setName("prices");
+    auto shown = request.send().wait(io.waitScope).getStats().getRetention();
+    CHECK(shown.getMaxBytes() == uint64_t{1} << 30);
+    CHECK(shown.getMaxAgeUs() == 0);
+    CHECK(!shown.getDeleteAcknowledged());
+  }
   auto bad_retention = c.proxy.setRetentionRequest();
   bad_retention.setName("prices");
   bad_retention.initRetention().setMaxAgeUs(-1);

@@ -606,6 +606,36 @@ TEST_CASE("Retention by size, by age and by acknowledgement", "[stream][retentio
   CheckRange(*stream, first, 100);
 }
 
+TEST_CASE("A stream's stats show the retention policy in force, across a reopen",
+          "[stream][retention]") {
+  auto fs = NewMemoryFileSystem();
+  World world(fs.get());
+  StreamOptions options;
+  options.retention.max_bytes = 1 << 20;
+  auto stream = Unwrap(world.streams().Create("s", options));
+  RetentionPolicy shown = stream->stats().retention;
+  REQUIRE(shown.max_bytes == std::optional<uint64_t>(1 << 20));
+  REQUIRE(!shown.max_age.has_value());
+  REQUIRE(!shown.delete_acknowledged);
+
+  RetentionPolicy policy;
+  policy.max_age = std::chrono::hours(24);
+  policy.delete_acknowledged = true;
+  policy.keep_unacknowledged = true;
+  REQUIRE(stream->SetRetention(policy).ok());
+  for (int reopened = 0; reopened < 2; ++reopened) {
+    shown = stream->stats().retention;
+    REQUIRE(!shown.max_bytes.has_value());
+    REQUIRE(shown.max_age == std::optional<std::chrono::microseconds>(std::chrono::hours(24)));
+    REQUIRE(shown.delete_acknowledged);
+    REQUIRE(shown.keep_unacknowledged);
+    REQUIRE(stream->Close().ok());
+    stream.reset();
+    world.Reopen();
+    stream = Unwrap(world.streams().Open("s"));
+  }
+}
+
 TEST_CASE("Retention leaves a ledger a reader holds and deletes it later", "[stream][retention]") {
   auto fs = NewMemoryFileSystem();
   World world(fs.get());

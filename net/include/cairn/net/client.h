@@ -206,6 +206,7 @@ struct TopicStats {
   double messages_in_rate = 0;
   double bytes_in_rate = 0;
   double messages_out_rate = 0;
+  TopicRetention retention;  // In force on the topic's partitions.
 };
 
 struct TopicSummary {
