@@ -2,7 +2,9 @@
 #include "net/proxy/broker.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -175,6 +177,9 @@ absl::StatusOr<std::shared_ptr<Topic>> Broker::Acquire(std::string_view name) {
 
 namespace {
 
+// Threads that read a topic's partitions' stamps side by side (LoadProducerSequences).
+constexpr size_t kStampScanThreads = 8;
+
 // Reads the stamps of the batches in about the last `window_bytes` of `stream` into `sequences`.
 absl::Status ScanStamps(Stream& stream, uint64_t window_bytes, ProducerSequences& sequences) {
   const StreamStats stats = stream.stats();
@@ -217,15 +222,28 @@ void Broker::LoadProducerSequences(Topic& topic) {
   if (topic.sequences_loaded) return;
   // The window is the topic's, shared by its partitions, down to 1 MiB each.
   const uint64_t window = options_.dedup_window_bytes;
+  const size_t partitions = topic.partitions.size();
   const uint64_t per_partition =
-      std::min(window, std::max<uint64_t>(window / topic.partitions.size(), uint64_t{1} << 20));
-  for (size_t i = 0; i < topic.partitions.size(); ++i) {
-    Partition& part = *topic.partitions[i];
-    absl::Status scanned = ScanStamps(*part.stream, per_partition, part.sequences);
-    if (!scanned.ok()) {
+      std::min(window, std::max<uint64_t>(window / partitions, uint64_t{1} << 20));
+  // Partitions are read side by side, each by one thread into its own table: the reads wait on
+  // the store (a disk, or a store node over the network) more than they compute.
+  std::vector<absl::Status> scanned(partitions);
+  std::atomic<size_t> next{0};
+  auto scan = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < partitions;) {
+      Partition& part = *topic.partitions[i];
+      scanned[i] = ScanStamps(*part.stream, per_partition, part.sequences);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < std::min(partitions, kStampScanThreads); ++t) threads.emplace_back(scan);
+  scan();
+  for (std::thread& thread : threads) thread.join();
+  for (size_t i = 0; i < partitions; ++i) {
+    if (!scanned[i].ok()) {
       options_.log(LogLevel::kWarning,
                    absl::StrCat("topic ", topic.name, " partition ", i,
-                                ": reading producers' stamps at its tail: ", scanned.ToString(),
+                                ": reading producers' stamps at its tail: ", scanned[i].ToString(),
                                 "; retries of sends made before may be stored twice"));
     }
   }

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "cairn/batch.h"
 #include "cairn/metadata.h"
 #include "cairn/net/limits.h"
@@ -558,6 +559,43 @@ TEST_CASE("proxy: a producer's retried batch is stored once, also after a proxy 
   CHECK(Send(c, producer, {"plain"}, 0) == 5);
   CHECK(EndOffset(c, "t", 0) == 6);
   CHECK(EndOffset(c, "t", 1) == 2);
+}
+
+TEST_CASE("proxy: a new proxy learns the stamps of every partition of a many-partition topic",
+          "[proxy][dedup]") {
+  TempDir dir;
+  constexpr uint32_t kPartitions = 19;  // more than the threads that read them side by side
+  // Partition p holds p + 1 batches of producer 9, sequences 0..p, one message each.
+  {
+    ServedProxy served(dir.path());
+    kj::AsyncIoContext io = kj::setupAsyncIo();
+    RawClient c(io, served.address());
+    REQUIRE(c.CreateTopic("wide", kPartitions).ok());
+    rpc::Producer::Client producer = OpenProducer(c, "wide");
+    for (uint32_t p = 0; p < kPartitions; ++p) {
+      for (uint64_t seq = 0; seq <= p; ++seq) {
+        const std::string batch = StampedBatch(9, seq, {absl::StrCat("p", p, "s", seq)});
+        REQUIRE(SendBytes(producer, batch, p).wait(io.waitScope).first == seq);
+      }
+    }
+  }
+  ServedProxy served(dir.path());
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  RawClient c(io, served.address());
+  rpc::Producer::Client producer = OpenProducer(c, "wide");
+  for (uint32_t p = 0; p < kPartitions; ++p) {
+    // The last batch of each partition is recognised, at its own offset; the next is new.
+    const SendReply last =
+        SendBytes(producer, StampedBatch(9, p, {absl::StrCat("p", p, "s", p)}), p)
+            .wait(io.waitScope);
+    CHECK(last.duplicate);
+    CHECK(last.first == p);
+    const SendReply next =
+        SendBytes(producer, StampedBatch(9, p + 1, {"new"}), p).wait(io.waitScope);
+    CHECK_FALSE(next.duplicate);
+    CHECK(next.first == p + 1);
+    CHECK(EndOffset(c, "wide", p) == p + 2);
+  }
 }
 
 TEST_CASE("proxy: a retry from before the stamps a new proxy found is stored again",
