@@ -24,10 +24,10 @@
 #include <map>
 #include <mutex>
 #include <random>
-#include <set>
 #include <utility>
 #include <vector>
 
+#include "absl/container/btree_set.h"
 #include "absl/strings/str_cat.h"
 #include "cairn/batch.h"
 #include "cairn/net/limits.h"
@@ -915,6 +915,7 @@ class ConsumerCore final : public SessionUser {
         topic_(std::move(topic)),
         options_(options),
         partitions_(partitions),
+        acked_(partitions),
         cumulative_end_(partitions, 0) {}
   ~ConsumerCore() noexcept override {}
 
@@ -962,7 +963,7 @@ class ConsumerCore final : public SessionUser {
       std::lock_guard lock(mu_);
       if (closed_) return absl::FailedPreconditionError("the consumer is closed");
       if (Acked(id)) return absl::OkStatus();
-      acked_.insert({id.partition, id.offset});
+      acked_[id.partition].insert(id.offset);
       unsent_.push_back({0, id.partition, id.offset, false});
       if (unsent_.size() >= kAckBatch && !ack_flush_posted_) {
         ack_flush_posted_ = true;
@@ -1082,7 +1083,7 @@ class ConsumerCore final : public SessionUser {
   // mu_ held.
   bool Acked(const MessageId& id) const {
     return id.offset < cumulative_end_[id.partition] ||
-           acked_.count({id.partition, id.offset}) > 0;
+           acked_[id.partition].contains(id.offset);
   }
 
   // mu_ held: after the queue shrank, asks for more if receiving stopped for lack of room.
@@ -1282,7 +1283,7 @@ class ConsumerCore final : public SessionUser {
       std::lock_guard lock(mu_);
       while (!unpersisted_.empty() && unpersisted_.front().seq <= upto) {
         const AckRecord& record = unpersisted_.front();
-        if (!record.cumulative) acked_.erase({record.partition, record.offset});
+        if (!record.cumulative) acked_[record.partition].erase(record.offset);
         unpersisted_.pop_front();
       }
     });
@@ -1396,7 +1397,8 @@ class ConsumerCore final : public SessionUser {
   // this session will not deliver again).
   std::vector<AckRecord> unsent_;
   std::deque<AckRecord> unpersisted_;
-  std::set<std::pair<uint32_t, uint64_t>> acked_;
+  // Per partition: a B-tree, since a busy consumer holds half a second of acknowledgements.
+  std::vector<absl::btree_set<uint64_t>> acked_;
   std::vector<uint64_t> cumulative_end_;
   uint64_t ack_seq_ = 0;
   bool ack_timer_posted_ = false;
