@@ -27,12 +27,12 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/btree_set.h"
 #include "absl/strings/str_cat.h"
 #include "cairn/batch.h"
 #include "cairn/net/limits.h"
 #include "kj/debug.h"
 #include "net/client/network_thread.h"
+#include "net/client/offset_runs.h"
 #include "net/net_status.h"
 #include "net/producer_stamp.h"
 #include "net/schema/proxy.capnp.h"
@@ -1397,8 +1397,7 @@ class ConsumerCore final : public SessionUser {
   // this session will not deliver again).
   std::vector<AckRecord> unsent_;
   std::deque<AckRecord> unpersisted_;
-  // Per partition: a B-tree, since a busy consumer holds half a second of acknowledgements.
-  std::vector<absl::btree_set<uint64_t>> acked_;
+  std::vector<internal::OffsetRuns> acked_;  // per partition
   std::vector<uint64_t> cumulative_end_;
   uint64_t ack_seq_ = 0;
   bool ack_timer_posted_ = false;

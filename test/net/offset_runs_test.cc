@@ -1,0 +1,82 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+
+#include "net/client/offset_runs.h"
+
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <random>
+#include <set>
+
+namespace cairn::net::internal {
+namespace {
+
+// Checks `runs` against the plain set `model` over [0, limit).
+void CheckSame(const OffsetRuns& runs, const std::set<uint64_t>& model, uint64_t limit) {
+  for (uint64_t o = 0; o < limit; ++o) {
+    INFO("offset " << o);
+    REQUIRE(runs.contains(o) == (model.count(o) > 0));
+  }
+  REQUIRE(runs.empty() == model.empty());
+  // Runs never touch: their count is the model's count of maximal runs.
+  size_t model_runs = 0;
+  for (uint64_t o : model) {
+    if (o == 0 || model.count(o - 1) == 0) ++model_runs;
+  }
+  REQUIRE(runs.runs() == model_runs);
+}
+
+TEST_CASE("offset runs: in-order offsets make one run, erased from the front", "[client]") {
+  OffsetRuns runs;
+  for (uint64_t o = 100; o < 1100; ++o) runs.insert(o);
+  REQUIRE(runs.runs() == 1);
+  REQUIRE(!runs.contains(99));
+  REQUIRE(runs.contains(100));
+  REQUIRE(runs.contains(1099));
+  REQUIRE(!runs.contains(1100));
+  for (uint64_t o = 100; o < 600; ++o) runs.erase(o);
+  REQUIRE(runs.runs() == 1);
+  REQUIRE(!runs.contains(599));
+  REQUIRE(runs.contains(600));
+  runs.erase(800);  // splits
+  REQUIRE(runs.runs() == 2);
+  REQUIRE(!runs.contains(800));
+  REQUIRE(runs.contains(799));
+  REQUIRE(runs.contains(801));
+  runs.insert(800);  // joins both sides
+  REQUIRE(runs.runs() == 1);
+  runs.insert(0);
+  runs.insert(2);
+  REQUIRE(runs.runs() == 3);
+  runs.insert(1);
+  REQUIRE(runs.runs() == 2);
+  runs.insert(1);  // present already
+  REQUIRE(runs.runs() == 2);
+  runs.erase(5000);  // absent
+  runs.erase(1100);  // just past the run
+  REQUIRE(runs.runs() == 2);
+}
+
+TEST_CASE("offset runs: agree with a plain set under random inserts and erases", "[client]") {
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    INFO("seed " << seed);
+    std::mt19937_64 random(seed);
+    const uint64_t limit = 8 + random() % 120;
+    OffsetRuns runs;
+    std::set<uint64_t> model;
+    for (int step = 0; step < 400; ++step) {
+      const uint64_t o = random() % limit;
+      if (random() % 3 == 0) {
+        runs.erase(o);
+        model.erase(o);
+      } else {
+        runs.insert(o);
+        model.insert(o);
+      }
+      if (step % 20 == 0) CheckSame(runs, model, limit + 2);
+    }
+    CheckSame(runs, model, limit + 2);
+  }
+}
+
+}  // namespace
+}  // namespace cairn::net::internal
