@@ -427,12 +427,6 @@ void ReportCpu(bench::Report& report, double cpu_seconds, double seconds, uint64
   report.Number("cpu_cores", seconds > 0 ? cpu_seconds / seconds : 0, 2);
 }
 
-int64_t NowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 int RunProduce() {
@@ -1004,6 +998,8 @@ int RunPerfConsume() {
   bench::LatencyHistogram latency_ns;  // from the message's timestamp to its receipt
   std::atomic<uint64_t> received{0};
   std::atomic<uint64_t> bytes{0};
+  const WallClock wall_clock;
+  const double cpu_start = ProcessCpuSeconds();
   const auto start = Clock::now();
   auto last = start;
   Ticker ticker([&] {
@@ -1015,18 +1011,20 @@ int RunPerfConsume() {
   const auto end_by = start + std::chrono::duration_cast<Clock::duration>(
                                   std::chrono::duration<double>(duration));
   absl::Status failure;
+  // One clock read per message: it times the receipt, the end and the idle wait.
   while ((messages == 0 || received.load() < messages) && !interrupted.load()) {
-    const auto now = Clock::now();
-    if (duration > 0 && now >= end_by) break;
-    if (now - last >= idle) break;
     absl::StatusOr<std::optional<Message>> m = (*consumer)->Receive(std::chrono::milliseconds(100));
     if (!m.ok()) {
       failure = m.status();
       break;
     }
-    if (!m->has_value()) continue;
-    last = Clock::now();
-    const int64_t lag_us = NowUs() - (*m)->timestamp_us;
+    const auto now = Clock::now();
+    if (!m->has_value()) {
+      if ((duration > 0 && now >= end_by) || now - last >= idle) break;
+      continue;
+    }
+    last = now;
+    const int64_t lag_us = wall_clock.Us(now) - (*m)->timestamp_us;
     latency_ns.Record(static_cast<uint64_t>(std::max<int64_t>(lag_us, 0)) * 1000);
     received.fetch_add(1, std::memory_order_relaxed);
     bytes.fetch_add((*m)->value.size(), std::memory_order_relaxed);
@@ -1034,7 +1032,9 @@ int RunPerfConsume() {
       failure = acked;
       break;
     }
+    if (duration > 0 && now >= end_by) break;
   }
+  const double cpu_seconds = ProcessCpuSeconds() - cpu_start;
   // The run ends with the last message received, not with the wait that noticed the end.
   const double seconds = Seconds(last - start);
   ticker.Stop();
@@ -1057,6 +1057,7 @@ int RunPerfConsume() {
   report.Text("name", "perf_consume");
   report.Text("transport", "proxy");
   report.Number("consume_msgs_per_s", per_s, 0);
+  ReportCpu(report, cpu_seconds, seconds, count);
   report.Number("p999_us", latency_ns.Percentile(99.9) / 1000, 1);
   report.Number("max_us", static_cast<double>(latency_ns.max()) / 1000, 1);
   report.Number("seconds", seconds, 2);

@@ -268,7 +268,8 @@ const Command kCommands[] = {
             "end-to-end latency of each: from its timestamp (set when it was sent) to its\n"
             "receipt, which is meaningful when the producer's clock is this machine's. Stops\n"
             "after --messages, after --duration, or when no message arrived for --wait-ms.\n"
-            "Ends with one result line in cairn-bench's format.\n"
+            "Ends with one result line in cairn-bench's format, with this process's CPU time\n"
+            "per message received (cpu_ns_per_msg) and in cores (cpu_cores).\n"
             "\n"
             "Exit status: 0, or 2 if the command could not run.\n",
         .flags = {{"proxy", "HOST:PORT", false},

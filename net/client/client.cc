@@ -931,7 +931,8 @@ class ConsumerCore final : public SessionUser {
 
   absl::StatusOr<std::optional<Message>> Receive(std::chrono::microseconds wait) {
     if (thread_.OnLoopThread()) return thread_.CalledFromCallback();
-    const auto deadline = std::chrono::steady_clock::now() + wait;
+    // Read the clock only to wait: a busy consumer finds a message queued.
+    std::optional<std::chrono::steady_clock::time_point> deadline;
     std::unique_lock lock(mu_);
     for (;;) {
       if (down_) {
@@ -949,7 +950,8 @@ class ConsumerCore final : public SessionUser {
         if (Acked(message.id)) continue;  // acknowledged since it was queued (a redelivery)
         return std::optional<Message>(std::move(message));
       }
-      if (arrived_.wait_until(lock, deadline) == std::cv_status::timeout && queue_.empty() &&
+      if (!deadline.has_value()) deadline = std::chrono::steady_clock::now() + wait;
+      if (arrived_.wait_until(lock, *deadline) == std::cv_status::timeout && queue_.empty() &&
           error_.ok()) {
         return std::optional<Message>();
       }
