@@ -204,9 +204,11 @@ uint32_t InsertRange(AckContainer& c, uint32_t first, uint32_t last) {
 // Removes every offset below `low`; returns how many were removed. The container may end up
 // empty; the caller erases it then. Never called on a full container: the set only trims the
 // container that holds the new acked_below, which is not acknowledged.
-uint32_t RemoveBelow(AckContainer& c, uint32_t low) {
+// Removes the positions below `low`, none of which is below `from` (a hint: a bitmap is
+// scanned from `from` on); returns how many there were.
+uint32_t RemoveBelow(AckContainer& c, uint32_t from, uint32_t low) {
   assert(!IsFull(c));
-  if (low == 0) return 0;
+  if (low == 0 || low <= from) return 0;
   if (IsArray(c)) {
     const auto end = std::lower_bound(c.array.begin(), c.array.end(), low);
     const auto removed = static_cast<uint32_t>(end - c.array.begin());
@@ -215,7 +217,8 @@ uint32_t RemoveBelow(AckContainer& c, uint32_t low) {
     return removed;
   }
   uint32_t removed = 0;
-  for (uint32_t w = 0; w < low / 64; ++w) {
+  for (uint32_t w = from / 64; w < low / 64; ++w) {
+    if (c.bitmap[w] == 0) continue;
     removed += static_cast<uint32_t>(std::popcount(c.bitmap[w]));
     c.bitmap[w] = 0;
   }
@@ -510,7 +513,7 @@ absl::StatusOr<bool> AckSet::Ack(uint64_t offset) {
   CAIRN_RETURN_IF_ERROR(CheckAckable(offset));
   if (offset == acked_below_) {
     acked_below_ = offset + 1;
-    AbsorbFront();
+    AbsorbFront(/*stored_from=*/acked_below_);
     return true;
   }
   auto [it, inserted] = containers_.try_emplace(KeyOf(offset));
@@ -533,8 +536,9 @@ absl::Status AckSet::AckRange(uint64_t first, uint64_t end) {
 
 void AckSet::AckCumulative(uint64_t end) {
   if (end <= acked_below_) return;
+  const uint64_t stored_from = acked_below_ + 1;
   acked_below_ = end;
-  AbsorbFront();
+  AbsorbFront(stored_from);
 }
 
 void AckSet::AddRange(uint64_t first, uint64_t last) {
@@ -554,7 +558,7 @@ void AckSet::AddRange(uint64_t first, uint64_t last) {
   }
 }
 
-void AckSet::AbsorbFront() {
+void AckSet::AbsorbFront(uint64_t stored_from) {
   // The common cases stop here: nothing stored, or everything stored lies in containers above the
   // one acked_below_ falls in, so nothing is below it and it is not stored itself.
   if (containers_.empty() || containers_.begin()->first > KeyOf(acked_below_)) return;
@@ -566,7 +570,10 @@ void AckSet::AbsorbFront() {
   }
   it = containers_.erase(containers_.begin(), it);
   if (it != containers_.end() && it->first == next_key) {
-    individual_acks_ -= RemoveBelow(it->second, LowOf(next));
+    // Nothing below stored_from is stored (the invariant, before acked_below_ moved): a
+    // consumer acknowledging in order would otherwise rescan the container's start each time.
+    const uint32_t from = KeyOf(stored_from) == next_key ? LowOf(stored_from) : 0;
+    individual_acks_ -= RemoveBelow(it->second, from, LowOf(next));
     if (it->second.count == 0) containers_.erase(it);
   }
   acked_below_ = next;

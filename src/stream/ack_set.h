@@ -135,7 +135,8 @@ class AckSet {
   // Adds [first, last] (inclusive), all above acked_below_ + 1, without absorbing.
   void AddRange(uint64_t first, uint64_t last);
   // After acked_below_ moved up: drops what is now below it and absorbs contiguous acks.
-  void AbsorbFront();
+  // `stored_from`: no offset below it is stored (one past acked_below_ before it moved).
+  void AbsorbFront(uint64_t stored_from);
   // The first offset >= from (from >= acked_below_) not stored in a container.
   uint64_t FirstUnstored(uint64_t from) const;
   // Calls emit(start, length) for each maximal run of stored offsets, in ascending order.
