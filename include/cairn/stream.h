@@ -64,7 +64,8 @@ struct StreamOptions {
   std::chrono::microseconds ledger_max_age = std::chrono::hours(4);
   RetentionPolicy retention;
   // Cursors' acknowledgements are persisted (one metadata write for everything acknowledged
-  // since the last one) at most this long after they are made, and at Cursor::Persist().
+  // since the last one) at most this long after they are made, and at Cursor::Persist(). The
+  // interval is read from a coarse clock, so a persist may come a few milliseconds later.
   std::chrono::microseconds cursor_persist_interval = std::chrono::seconds(1);
   // Memory for the most recent batches, served to readers at the tail without reading the disk.
   // Filled by appends while the stream has readers; 0: no cache.

@@ -7,6 +7,8 @@
 // I/O thread and take only tail_mu_, so a thread holding mu_ may wait for them (Flush, Seal).
 #include "cairn/stream.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -85,8 +87,17 @@ struct CursorState {
   uint64_t persisted_acked_below = 0;  // What a restart would come back to.
   bool dirty = false;
   bool open = false;                 // A Cursor handle exists.
-  std::chrono::steady_clock::time_point last_persist;
+  std::chrono::nanoseconds last_persist{0};  // CoarseNow()
 };
+
+// CLOCK_MONOTONIC_COARSE: cheaper than the steady clock, at the resolution of the scheduler's
+// tick (a few milliseconds). Cursors read it on every acknowledgement, to tell whether their
+// persist interval has passed.
+std::chrono::nanoseconds CoarseNow() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+  return std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec);
+}
 
 }  // namespace
 
@@ -354,13 +365,14 @@ class StreamImpl final : public Stream {
         cursor.version, metadata_->Put(CursorKey(name_, cursor.name), snapshot.Encode(), cursor.version));
     cursor.persisted_acked_below = snapshot.acked_below();
     cursor.dirty = false;
-    cursor.last_persist = std::chrono::steady_clock::now();
+    cursor.last_persist = CoarseNow();
     return absl::OkStatus();
   }
 
   // Persists if the interval has passed since the last time (cursor.mu held).
   absl::Status MaybePersistCursor(CursorState& cursor) {
-    if (std::chrono::steady_clock::now() - cursor.last_persist < cursor_persist_interval_) {
+    if (cursor_persist_interval_.count() > 0 &&
+        CoarseNow() - cursor.last_persist < cursor_persist_interval_) {
       return absl::OkStatus();
     }
     return PersistCursor(cursor);
@@ -909,7 +921,7 @@ absl::StatusOr<std::unique_ptr<Cursor>> StreamImpl::OpenCursor(std::string_view 
   auto state = std::make_shared<CursorState>();
   state->name = std::string(name);
   state->open = true;
-  state->last_persist = std::chrono::steady_clock::now();
+  state->last_persist = CoarseNow();
   absl::StatusOr<VersionedValue> stored = metadata_->Get(key);
   if (stored.ok()) {
     CAIRN_ASSIGN_OR_RETURN(state->acks, AckSet::Decode(stored->value));
