@@ -201,11 +201,10 @@ uint32_t InsertRange(AckContainer& c, uint32_t first, uint32_t last) {
   return added;
 }
 
-// Removes every offset below `low`; returns how many were removed. The container may end up
-// empty; the caller erases it then. Never called on a full container: the set only trims the
-// container that holds the new acked_below, which is not acknowledged.
-// Removes the positions below `low`, none of which is below `from` (a hint: a bitmap is
-// scanned from `from` on); returns how many there were.
+// Removes every position below `low`, none of which lies below `from` (a bitmap is scanned
+// from `from` on); returns how many were removed. The container may end up empty; the caller
+// erases it then. Never called on a full container: the set only trims the container that holds
+// the new acked_below, which is not acknowledged.
 uint32_t RemoveBelow(AckContainer& c, uint32_t from, uint32_t low) {
   assert(!IsFull(c));
   if (low == 0 || low <= from) return 0;
