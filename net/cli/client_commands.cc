@@ -533,14 +533,14 @@ int RunConsume() {
 
 int RunTopicsCreate() {
   constexpr const char* kCommand = "topics create";
-  absl::StatusOr<std::unique_ptr<Client>> client = Connect();
-  if (!client.ok()) return Fail(kCommand, client.status());
   const uint32_t partitions = absl::GetFlag(FLAGS_partitions);
   net::TopicConfig config;
   config.partitions = partitions;
   if (std::string error = RetentionFlags(config.retention); !error.empty()) {
     return UsageError(kCommand, error);
   }
+  absl::StatusOr<std::unique_ptr<Client>> client = Connect();
+  if (!client.ok()) return Fail(kCommand, client.status());
   absl::Status created = (*client)->CreateTopic(Topic(), config);
   if (!created.ok()) return Fail(kCommand, created);
   absl::PrintF("created topic %s with %d partition(s)\n", Topic(), partitions);

@@ -396,6 +396,10 @@ TEST_CASE("cli: topics, produce, consume, stats and perf against cairnd standalo
     CHECK(run.status == 2);
     CHECK(run.err.find("bad " + bad[0]) != std::string::npos);
   }
+  run = Cairn(f.scratch, {"topics", "create", "other", "--retention-bytes", "10GB", "--proxy",
+                          proxy});
+  CHECK(run.status == 2);
+  CHECK(run.err.find("bad --retention-bytes '10GB'") != std::string::npos);
   // Nothing changed by the refused values.
   run = Cairn(f.scratch, {"topics", "retention", "clicks", "--proxy", proxy});
   CHECK(run.out.find("max age 36h; max size 10.0 GiB per partition") != std::string::npos);

@@ -695,7 +695,8 @@ TEST_CASE("proxy: compaction, the compacted view, retention and unsubscribing", 
     // The topic's stats show the policy in force.
     auto request = c.proxy.topicStatsRequest();
     request.setName("prices");
-    auto shown = request.send().wait(io.waitScope).getStats().getRetention();
+    auto reply = request.send().wait(io.waitScope);  // kept: the readers point into it
+    auto shown = reply.getStats().getRetention();
     CHECK(shown.getMaxBytes() == uint64_t{1} << 30);
     CHECK(shown.getMaxAgeUs() == 0);
     CHECK(!shown.getDeleteAcknowledged());
