@@ -244,9 +244,18 @@ std::string RetentionFlags(net::TopicRetention& retention) {
   return "";
 }
 
+// The retention rules named on the command line.
+net::RetentionFields RetentionFlagsGiven() {
+  return {.max_age = FlagGiven("retention_age"),
+          .max_bytes = FlagGiven("retention_bytes"),
+          .delete_acknowledged = FlagGiven("delete_acknowledged"),
+          .keep_unacknowledged = FlagGiven("keep_unacknowledged")};
+}
+
 bool AnyRetentionFlag() {
-  return FlagGiven("retention_age") || FlagGiven("retention_bytes") ||
-         FlagGiven("delete_acknowledged") || FlagGiven("keep_unacknowledged");
+  const net::RetentionFields given = RetentionFlagsGiven();
+  return given.max_age || given.max_bytes || given.delete_acknowledged ||
+         given.keep_unacknowledged;
 }
 
 // "max age 7d; max size 10.0 GiB per partition; ...", or "none (...)".
@@ -557,14 +566,17 @@ int RunTopicsRetention() {
   }
   absl::StatusOr<std::unique_ptr<Client>> client = Connect();
   if (!client.ok()) return Fail(kCommand, client.status());
-  absl::StatusOr<net::TopicStats> stats = (*client)->GetTopicStats(Topic());
-  if (!stats.ok()) return Fail(kCommand, stats.status());
-  net::TopicRetention retention = stats->retention;
+  net::TopicRetention retention;
   if (AnyRetentionFlag()) {
-    // The rules not named on the command line stay as they are.
-    (void)RetentionFlags(retention);
-    absl::Status set = (*client)->SetRetention(Topic(), retention);
-    if (!set.ok()) return Fail(kCommand, set);
+    // The proxy changes the rules named on the command line and keeps the others, in one step.
+    absl::StatusOr<net::TopicRetention> changed =
+        (*client)->ChangeRetention(Topic(), wanted, RetentionFlagsGiven());
+    if (!changed.ok()) return Fail(kCommand, changed.status());
+    retention = *changed;
+  } else {
+    absl::StatusOr<net::TopicStats> stats = (*client)->GetTopicStats(Topic());
+    if (!stats.ok()) return Fail(kCommand, stats.status());
+    retention = stats->retention;
   }
   if (absl::GetFlag(FLAGS_json)) {
     JsonWriter json;

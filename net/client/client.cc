@@ -108,6 +108,15 @@ void FillRetention(rpc::RetentionPolicy::Builder out, const TopicRetention& in) 
   out.setKeepUnacknowledged(in.keep_unacknowledged);
 }
 
+TopicRetention RetentionFrom(rpc::RetentionPolicy::Reader in) {
+  TopicRetention out;
+  if (in.getMaxAgeUs() > 0) out.max_age = std::chrono::microseconds(in.getMaxAgeUs());
+  if (in.getMaxBytes() > 0) out.max_bytes = in.getMaxBytes();
+  out.delete_acknowledged = in.getDeleteAcknowledged();
+  out.keep_unacknowledged = in.getKeepUnacknowledged();
+  return out;
+}
+
 kj::StringPtr Text(std::string_view text, std::string& storage) {
   storage.assign(text);
   return kj::StringPtr(storage.c_str(), storage.size());
@@ -268,13 +277,7 @@ class ClientImpl final : public Client {
         stats.messages_in_rate = in.getMessagesInRate();
         stats.bytes_in_rate = in.getBytesInRate();
         stats.messages_out_rate = in.getMessagesOutRate();
-        rpc::RetentionPolicy::Reader retention = in.getRetention();
-        if (retention.getMaxAgeUs() > 0) {
-          stats.retention.max_age = std::chrono::microseconds(retention.getMaxAgeUs());
-        }
-        if (retention.getMaxBytes() > 0) stats.retention.max_bytes = retention.getMaxBytes();
-        stats.retention.delete_acknowledged = retention.getDeleteAcknowledged();
-        stats.retention.keep_unacknowledged = retention.getKeepUnacknowledged();
+        stats.retention = RetentionFrom(in.getRetention());
         return stats;
       });
     });
@@ -303,14 +306,31 @@ class ClientImpl final : public Client {
   }
 
   absl::Status SetRetention(std::string_view name, const TopicRetention& retention) override {
-    std::string storage;
-    return Admin<bool>([&](rpc::Proxy::Client& proxy) {
-             auto request = proxy.setRetentionRequest();
-             request.setName(Text(name, storage));
-             FillRetention(request.initRetention(), retention);
-             return request.send().then([](auto) { return true; });
-           })
+    return ChangeRetention(name, retention,
+                           {.max_age = true,
+                            .max_bytes = true,
+                            .delete_acknowledged = true,
+                            .keep_unacknowledged = true})
         .status();
+  }
+
+  absl::StatusOr<TopicRetention> ChangeRetention(std::string_view name,
+                                                 const TopicRetention& retention,
+                                                 const RetentionFields& fields) override {
+    std::string storage;
+    return Admin<TopicRetention>([&](rpc::Proxy::Client& proxy) {
+      auto request = proxy.setRetentionRequest();
+      request.setName(Text(name, storage));
+      FillRetention(request.initRetention(), retention);
+      rpc::RetentionFields::Builder only = request.initOnly();
+      only.setMaxAge(fields.max_age);
+      only.setMaxBytes(fields.max_bytes);
+      only.setDeleteAcknowledged(fields.delete_acknowledged);
+      only.setKeepUnacknowledged(fields.keep_unacknowledged);
+      return request.send().then([](capnp::Response<rpc::Proxy::SetRetentionResults> response) {
+        return RetentionFrom(response.getRetention());
+      });
+    });
   }
 
   absl::Status Unsubscribe(std::string_view topic, std::string_view subscription) override {

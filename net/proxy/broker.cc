@@ -354,21 +354,35 @@ absl::StatusOr<TopicStatsData> Broker::Stats(std::string_view name) {
   return stats;
 }
 
-absl::Status Broker::SetRetention(std::string_view name, const RetentionPolicy& retention) {
+absl::StatusOr<RetentionPolicy> Broker::SetRetention(std::string_view name,
+                                                     const RetentionPolicy& retention,
+                                                     const RetentionFields& fields) {
   absl::StatusOr<std::shared_ptr<Topic>> topic = Acquire(name);
   if (!topic.ok()) return topic.status();
-  absl::Status status;
-  for (auto& partition : (*topic)->partitions) {
-    status = partition->stream->SetRetention(retention);
-    if (!status.ok()) break;
-    absl::StatusOr<RetentionReport> applied = partition->stream->ApplyRetention();
-    if (!applied.ok()) {
-      status = applied.status();
-      break;
+  Topic& t = **topic;
+  absl::StatusOr<RetentionPolicy> result;
+  {
+    std::lock_guard lock(t.retention_mu);
+    // Every partition is given the same policy, so the first one's is the topic's (a change
+    // that failed half-way is made whole by the next one).
+    RetentionPolicy policy = t.partitions[0]->stream->stats().retention;
+    if (fields.max_age) policy.max_age = retention.max_age;
+    if (fields.max_bytes) policy.max_bytes = retention.max_bytes;
+    if (fields.delete_acknowledged) policy.delete_acknowledged = retention.delete_acknowledged;
+    if (fields.keep_unacknowledged) policy.keep_unacknowledged = retention.keep_unacknowledged;
+    result = policy;
+    for (auto& partition : t.partitions) {
+      absl::Status status = partition->stream->SetRetention(policy);
+      absl::StatusOr<RetentionReport> applied =
+          status.ok() ? partition->stream->ApplyRetention() : status;
+      if (!applied.ok()) {
+        result = applied.status();
+        break;
+      }
     }
   }
-  Release(**topic);
-  return status;
+  Release(t);
+  return result;
 }
 
 Partition* Broker::CompactorOf(Topic& topic, uint32_t partition, absl::Status* status) {

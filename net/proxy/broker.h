@@ -46,6 +46,14 @@ struct TopicSettings {
   RetentionPolicy retention;
 };
 
+// Which rules of a retention policy a change sets; the others stay as they are.
+struct RetentionFields {
+  bool max_age = true;
+  bool max_bytes = true;
+  bool delete_acknowledged = true;
+  bool keep_unacknowledged = true;
+};
+
 // "<topic>-partition-<i>".
 std::string PartitionStreamName(std::string_view topic, uint32_t partition);
 // kInvalidArgument naming what is wrong.
@@ -80,6 +88,7 @@ struct Topic {
   bool sequences_loaded = false;  // guarded by sequences_mu
   std::mutex subscriptions_mu;
   std::map<std::string, std::shared_ptr<Subscription>> subscriptions;  // guarded
+  std::mutex retention_mu;  // held while the partitions' retention policy changes
   bool deleted = false;                                                // guarded by Broker::mu_
 };
 
@@ -167,7 +176,12 @@ class Broker {
   absl::Status DeleteTopic(std::string_view name);
   absl::StatusOr<std::vector<std::pair<std::string, uint32_t>>> ListTopics();
   absl::StatusOr<TopicStatsData> Stats(std::string_view name);
-  absl::Status SetRetention(std::string_view name, const RetentionPolicy& retention);
+  // Sets the `fields` of every partition's policy to those of `retention`, keeping the others,
+  // applies the result at once and returns it. Changes of one topic's retention are made one at
+  // a time, so two changes of different rules both hold.
+  absl::StatusOr<RetentionPolicy> SetRetention(std::string_view name,
+                                               const RetentionPolicy& retention,
+                                               const RetentionFields& fields = {});
   absl::StatusOr<std::vector<CompactionResult>> Compact(std::string_view name);
   absl::StatusOr<CompactedReadResult> ReadCompacted(std::string_view name, uint32_t partition,
                                                     uint64_t from_offset, uint64_t max_bytes);

@@ -28,6 +28,7 @@ using internal::Broker;
 using internal::ConsumerState;
 using internal::Delivered;
 using internal::ProducerSequences;
+using internal::RetentionFields;
 using internal::RunBlocking;
 using internal::Subscription;
 using internal::SubscriptionKind;
@@ -680,13 +681,25 @@ class ProxyImpl final : public rpc::Proxy::Server {
   }
 
   kj::Promise<void> setRetention(SetRetentionContext context) override {
-    const std::string name(Text(context.getParams().getName()));
-    const RetentionPolicy retention = RetentionFrom(context.getParams().getRetention());
+    auto params = context.getParams();
+    const std::string name(Text(params.getName()));
+    const RetentionPolicy retention = RetentionFrom(params.getRetention());
+    RetentionFields fields;
+    if (params.hasOnly()) {
+      rpc::RetentionFields::Reader only = params.getOnly();
+      fields = {.max_age = only.getMaxAge(),
+                .max_bytes = only.getMaxBytes(),
+                .delete_acknowledged = only.getDeleteAcknowledged(),
+                .keep_unacknowledged = only.getKeepUnacknowledged()};
+    }
     return RunBlocking(service_.blocking,
-                       [&broker = service_.broker, name, retention]() {
-                         return broker.SetRetention(name, retention);
+                       [&broker = service_.broker, name, retention, fields]() {
+                         return broker.SetRetention(name, retention, fields);
                        })
-        .then(ThrowIfError);
+        .then([context](absl::StatusOr<RetentionPolicy> policy) mutable {
+          if (!policy.ok()) ThrowStatus(policy.status());
+          FillRetention(context.getResults().initRetention(), *policy);
+        });
   }
 
   kj::Promise<void> openProducer(OpenProducerContext context) override {

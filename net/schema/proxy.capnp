@@ -50,6 +50,14 @@ struct RetentionPolicy {
   keepUnacknowledged @3 :Bool;
 }
 
+# Which rules of a policy a change sets.
+struct RetentionFields {
+  maxAge @0 :Bool;
+  maxBytes @1 :Bool;
+  deleteAcknowledged @2 :Bool;
+  keepUnacknowledged @3 :Bool;
+}
+
 struct TopicOptions {
   partitions @0 :UInt32 = 1;       # 1..kMaxPartitions
   ledgerMaxBytes @1 :UInt64;       # 0: the stream default (256 MiB)
@@ -129,7 +137,11 @@ interface Proxy {
   topicStats @3 (name :Text) -> (stats :TopicStats);
   # Runs one key-compaction pass on every partition now.
   compact @4 (name :Text) -> (reports :List(CompactionReport));
-  setRetention @5 (name :Text, retention :RetentionPolicy) -> ();
+  # Sets the rules named in `only` to their values in `retention` and keeps the others (without
+  # `only`, sets them all), applies the policy at once and returns it. Changes of one topic's
+  # retention are made one at a time.
+  setRetention @5 (name :Text, retention :RetentionPolicy, only :RetentionFields)
+      -> (retention :RetentionPolicy);
 
   # A producer, as a capability; dropping it closes it.
   openProducer @6 (topic :Text) -> (producer :Producer, partitions :UInt32);

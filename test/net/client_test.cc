@@ -327,6 +327,67 @@ TEST_CASE("client: the proxy's status codes arrive intact", "[net][client]") {
   CHECK(absl::IsUnavailable(Client::Connect(nowhere).status()));
 }
 
+TEST_CASE("client: changes of different retention rules made at the same moment all hold",
+          "[net][client]") {
+  TempDir dir;
+  ServedProxy served(dir.path());
+  std::unique_ptr<Client> admin = ConnectTo(served.address());
+  TopicConfig config = Partitions(3);
+  config.retention.keep_unacknowledged = true;
+  REQUIRE(admin->CreateTopic("t", config).ok());
+
+  // Two operators, each changing one rule over and over on its own connection. Each change
+  // names only its rule, so whatever the interleaving, the last value each set holds and the
+  // rule neither named stays.
+  constexpr int kRounds = 40;
+  auto change = [&](RetentionFields fields, auto value_of) {
+    std::unique_ptr<Client> client = ConnectTo(served.address());
+    for (int i = 1; i <= kRounds; ++i) {
+      absl::StatusOr<TopicRetention> shown = client->ChangeRetention("t", value_of(i), fields);
+      if (!shown.ok()) return shown.status();
+      // The reply is the policy in force after the change: its rule has the new value.
+      if ((fields.max_age && shown->max_age != value_of(i).max_age) ||
+          (fields.max_bytes && shown->max_bytes != value_of(i).max_bytes)) {
+        return absl::InternalError("the reply does not show the change");
+      }
+    }
+    return absl::OkStatus();
+  };
+  absl::Status ages, sizes;
+  std::thread a([&] {
+    ages = change({.max_age = true},
+                  [](int i) { return TopicRetention{.max_age = std::chrono::minutes(i)}; });
+  });
+  std::thread b([&] {
+    sizes = change({.max_bytes = true},
+                   [](int i) { return TopicRetention{.max_bytes = uint64_t(i) << 20}; });
+  });
+  a.join();
+  b.join();
+  REQUIRE(ages.ok());
+  REQUIRE(sizes.ok());
+  absl::StatusOr<TopicStats> stats = admin->GetTopicStats("t");
+  REQUIRE(stats.ok());
+  CHECK(stats->retention.max_age == std::chrono::microseconds(std::chrono::minutes(kRounds)));
+  CHECK(stats->retention.max_bytes == uint64_t{kRounds} << 20);
+  CHECK(stats->retention.keep_unacknowledged);
+  CHECK(!stats->retention.delete_acknowledged);
+
+  // A rule named with no value removes it; SetRetention replaces the whole policy.
+  absl::StatusOr<TopicRetention> shown =
+      admin->ChangeRetention("t", TopicRetention{}, {.max_age = true});
+  REQUIRE(shown.ok());
+  CHECK(!shown->max_age.has_value());
+  CHECK(shown->max_bytes == uint64_t{kRounds} << 20);
+  REQUIRE(admin->SetRetention("t", TopicRetention{.delete_acknowledged = true}).ok());
+  stats = admin->GetTopicStats("t");
+  REQUIRE(stats.ok());
+  CHECK(!stats->retention.max_bytes.has_value());
+  CHECK(!stats->retention.keep_unacknowledged);
+  CHECK(stats->retention.delete_acknowledged);
+  CHECK(absl::IsNotFound(admin->ChangeRetention("missing", {}, {.max_age = true}).status()));
+}
+
 TEST_CASE("client: the largest message fits whether or not it opens a batch (with the stamp)",
           "[net][client][dedup]") {
   TempDir dir;

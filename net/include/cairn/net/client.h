@@ -102,8 +102,16 @@ struct SubscriptionStart {
 };
 
 struct TopicRetention {
-  std::optional<std::chrono::microseconds> max_age;
-  std::optional<uint64_t> max_bytes;  // Per partition.
+  std::optional<std::chrono::microseconds> max_age = std::nullopt;
+  std::optional<uint64_t> max_bytes = std::nullopt;  // Per partition.
+  bool delete_acknowledged = false;
+  bool keep_unacknowledged = false;
+};
+
+// Which rules of a topic's retention Client::ChangeRetention sets.
+struct RetentionFields {
+  bool max_age = false;
+  bool max_bytes = false;
   bool delete_acknowledged = false;
   bool keep_unacknowledged = false;
 };
@@ -241,7 +249,14 @@ class Client {
   virtual absl::StatusOr<std::vector<TopicSummary>> ListTopics() = 0;
   virtual absl::StatusOr<TopicStats> GetTopicStats(std::string_view name) = 0;
   virtual absl::StatusOr<std::vector<CompactionSummary>> Compact(std::string_view name) = 0;
+  // Replaces the topic's retention policy on every partition and applies it at once.
   virtual absl::Status SetRetention(std::string_view name, const TopicRetention& retention) = 0;
+  // Sets the rules named in `fields` to their values in `retention` and keeps the others, in one
+  // step on the proxy (two changes of different rules made at the same moment both hold);
+  // applies the policy at once and returns it.
+  virtual absl::StatusOr<TopicRetention> ChangeRetention(std::string_view name,
+                                                         const TopicRetention& retention,
+                                                         const RetentionFields& fields) = 0;
   virtual absl::Status Unsubscribe(std::string_view topic, std::string_view subscription) = 0;
   virtual absl::StatusOr<CompactedBatch> ReadCompacted(std::string_view topic, uint32_t partition,
                                                        uint64_t from_offset,
