@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -85,17 +87,27 @@ struct ReadLimits {
 class ReadResult {
  public:
   ReadResult() = default;
-  ReadResult(ReadResult&&) = default;
-  ReadResult& operator=(ReadResult&&) = default;
+  ReadResult(ReadResult&& other) noexcept { *this = std::move(other); }
+  ReadResult& operator=(ReadResult&& other) noexcept {
+    buffer_ = std::move(other.buffer_);
+    size_ = std::exchange(other.size_, 0);
+    batches_ = std::move(other.batches_);
+    other.batches_.clear();
+    next_entry_id_ = std::exchange(other.next_entry_id_, 0);
+    return *this;
+  }
   ReadResult(const ReadResult&) = delete;
   ReadResult& operator=(const ReadResult&) = delete;
 
-  // Takes whole batches of ledger `ledger_id` laid end to end, as a reader returned them (for
+  // Copies whole batches of ledger `ledger_id` laid end to end, as a reader returned them (for
   // example after they crossed a network), and verifies each one again before it is served:
   //  - kDataLoss: a batch is damaged or truncated, belongs to another ledger, or does not start
   //    where the previous one ended.
   //  - kInvalidArgument: `bytes` is empty.
-  static absl::StatusOr<ReadResult> FromBatches(uint64_t ledger_id, std::vector<char> bytes);
+  static absl::StatusOr<ReadResult> FromBatches(uint64_t ledger_id, std::span<const char> bytes);
+  // The same, keeping the `size` bytes at `bytes` instead of copying them.
+  static absl::StatusOr<ReadResult> FromBatches(uint64_t ledger_id, std::unique_ptr<char[]> bytes,
+                                                size_t size);
 
   // In entry-id order, contiguous. The first may start before the id that was asked for (a
   // batch is served whole).
@@ -103,11 +115,13 @@ class ReadResult {
   bool empty() const { return batches_.empty(); }
   // The id after the last entry returned: where the next read continues.
   uint64_t next_entry_id() const { return next_entry_id_; }
-  uint64_t size_bytes() const { return buffer_.size(); }
+  uint64_t size_bytes() const { return size_; }
 
  private:
   friend class ReadResultBuilder;
-  std::vector<char> buffer_;
+  // size_ bytes, written by the reader that fills them (never zeroed first: reads are large).
+  std::unique_ptr<char[]> buffer_;
+  size_t size_ = 0;
   std::vector<BatchView> batches_;
   uint64_t next_entry_id_ = 0;
 };

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -219,7 +220,8 @@ struct ReaderLoopState {
 };
 
 struct RawRead {
-  std::vector<char> bytes;
+  std::unique_ptr<char[]> bytes;
+  size_t size = 0;
   uint64_t next_entry_id = 0;
   uint64_t last_add_confirmed = kNoEntry;
   bool sealed = false;
@@ -258,8 +260,10 @@ class RemoteReader final : public LedgerReader {
       return request.send().then([](capnp::Response<rpc::LedgerReader::ReadResults> response) {
         capnp::Data::Reader bytes = response.getBatches();
         RawRead raw;
-        raw.bytes.assign(reinterpret_cast<const char*>(bytes.begin()),
-                         reinterpret_cast<const char*>(bytes.end()));
+        // Not zeroed first: every byte is copied over.
+        raw.bytes = std::make_unique_for_overwrite<char[]>(bytes.size());
+        raw.size = bytes.size();
+        std::memcpy(raw.bytes.get(), bytes.begin(), bytes.size());
         raw.next_entry_id = response.getNextEntryId();
         raw.last_add_confirmed = response.getLastAddConfirmed();
         raw.sealed = response.getSealed();
@@ -269,7 +273,7 @@ class RemoteReader final : public LedgerReader {
     if (!raw.ok()) return raw.status();
     Remember({raw->last_add_confirmed, raw->sealed});
     // Verified again here: what the node read from its disk crossed a network since.
-    absl::StatusOr<ReadResult> result = ReadResult::FromBatches(id_, std::move(raw->bytes));
+    absl::StatusOr<ReadResult> result = ReadResult::FromBatches(id_, std::move(raw->bytes), raw->size);
     if (!result.ok()) return result.status();
     if (result->next_entry_id() != raw->next_entry_id) {
       return absl::DataLossError(absl::StrCat("ledger ", id_, ": a read ends before entry ",

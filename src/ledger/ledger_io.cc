@@ -18,14 +18,24 @@
 
 namespace cairn {
 
-absl::StatusOr<ReadResult> ReadResult::FromBatches(uint64_t ledger_id, std::vector<char> bytes) {
+absl::StatusOr<ReadResult> ReadResult::FromBatches(uint64_t ledger_id,
+                                                   std::span<const char> bytes) {
   if (bytes.empty()) return absl::InvalidArgumentError("no batches");
+  auto copy = std::make_unique_for_overwrite<char[]>(bytes.size());
+  std::memcpy(copy.get(), bytes.data(), bytes.size());
+  return FromBatches(ledger_id, std::move(copy), bytes.size());
+}
+
+absl::StatusOr<ReadResult> ReadResult::FromBatches(uint64_t ledger_id,
+                                                   std::unique_ptr<char[]> bytes, size_t size) {
+  if (size == 0) return absl::InvalidArgumentError("no batches");
   ReadResult result;
   result.buffer_ = std::move(bytes);
-  std::span<const char> rest(result.buffer_);
+  result.size_ = size;
+  std::span<const char> rest(result.buffer_.get(), size);
   uint64_t next = 0;
   while (!rest.empty()) {
-    const uint64_t at = result.buffer_.size() - rest.size();
+    const uint64_t at = size - rest.size();
     absl::StatusOr<BatchView> view = BatchView::Parse(rest);
     if (!view.ok()) {
       return absl::DataLossError(absl::StrFormat("ledger %d: the batch at byte %d of a read: %s",
@@ -309,10 +319,10 @@ class ReaderImpl final : public LedgerReader {
     if (records.empty()) return absl::InternalError("the index has no batch for the entry");
 
     ReadResult result;
-    std::vector<char>& buffer = ReadResultBuilder::buffer(result);
     const uint64_t start = records.front().position;
-    buffer.resize(records.back().end_position() - start);
-    CAIRN_ASSIGN_OR_RETURN(uint64_t got, ReadRange(path, *file, start, std::span<char>(buffer), stable_end));
+    const std::span<char> buffer =
+        ReadResultBuilder::Allocate(result, records.back().end_position() - start);
+    CAIRN_ASSIGN_OR_RETURN(uint64_t got, ReadRange(path, *file, start, buffer, stable_end));
     if (got != buffer.size()) {
       return absl::DataLossError(absl::StrFormat("%s: %d bytes missing at offset %d", path,
                                                  buffer.size() - got, start + got));

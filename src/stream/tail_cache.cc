@@ -49,10 +49,9 @@ std::optional<StreamReadResult> TailCache::Read(uint64_t offset, const ReadLimit
   StreamReadResult result;
   result.ledger_id = picked.front().ledger_id;
   result.ledger_first_offset = picked.front().ledger_first_offset;
-  std::vector<char>& buffer = ReadResultBuilder::buffer(result.ledger_read);
   size_t total = 0;
   for (const Batch& b : picked) total += b.bytes->size();
-  buffer.resize(total);
+  const std::span<char> buffer = ReadResultBuilder::Allocate(result.ledger_read, total);
   size_t at = 0;
   for (const Batch& b : picked) {
     std::memcpy(buffer.data() + at, b.bytes->data(), b.bytes->size());
