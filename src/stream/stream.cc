@@ -224,7 +224,7 @@ class StreamImpl final : public Stream {
     const uint64_t base = writer_first_offset_;
     const uint64_t ledger_id = writer_->ledger_id();
     // The entry id the ledger will give the batch, unless an earlier append fails.
-    const uint64_t expected_entry = writer_entries_;
+    const uint64_t expected_entry = WriterEntries();
     writer_bytes_ += size_bytes;
     writer_entries_ += entry_count;
     // Readers at the tail will want the batch: keep it as it will be stored.
@@ -232,9 +232,14 @@ class StreamImpl final : public Stream {
     if (readers_.load(std::memory_order_relaxed) > 0 && tail_cache_.max_bytes() > 0) {
       cached = stamp(ledger_id, expected_entry);
     }
-    submit([this, base, ledger_id, expected_entry, cached,
-            done = std::move(done)](absl::StatusOr<AppendResult> result) {
-      if (!result.ok()) return done(result.status());
+    submit([this, base, ledger_id, expected_entry, cached, losses = writer_losses_, entry_count,
+            size_bytes, done = std::move(done)](absl::StatusOr<AppendResult> result) {
+      if (!result.ok()) {
+        // A full disk, say: the ledger holds none of it, and later appends go on from there.
+        losses->bytes.fetch_add(size_bytes, std::memory_order_relaxed);
+        losses->entries.fetch_add(entry_count, std::memory_order_relaxed);
+        return done(result.status());
+      }
       const StreamAppendResult offsets{base + result->first_entry_id,
                                        base + result->last_entry_id};
       if (cached != nullptr && result->first_entry_id == expected_entry) {
@@ -336,7 +341,7 @@ class StreamImpl final : public Stream {
     stats.first_offset = record_.first_offset();
     stats.ledgers = record_.ledgers.size();
     for (const LedgerRange& l : record_.ledgers) stats.size_bytes += l.size_bytes;
-    stats.size_bytes += writer_ != nullptr ? writer_bytes_ : 0;
+    stats.size_bytes += writer_ != nullptr ? WriterBytes() : 0;
     stats.end_offset = end_offset();
     stats.durable_end_offset = writer_ == nullptr || ledgers_->acknowledged_means_durable()
                                    ? stats.end_offset
@@ -456,11 +461,19 @@ class StreamImpl final : public Stream {
   absl::StatusOr<uint64_t> SealOrFence(const LedgerInfo& info);
 
  private:
+  // mu_ held: what the ledger being written holds, and will once the appends in flight succeed.
+  uint64_t WriterBytes() const {
+    return writer_bytes_ - writer_losses_->bytes.load(std::memory_order_relaxed);
+  }
+  uint64_t WriterEntries() const {
+    return writer_entries_ - writer_losses_->entries.load(std::memory_order_relaxed);
+  }
+
   bool NeedsRoll(size_t entry_count, size_t size_bytes) const {
-    if (writer_entries_ == 0) return false;
+    if (WriterEntries() == 0) return false;
     const StreamOptions& o = record_.options;
-    return writer_bytes_ + size_bytes > o.ledger_max_bytes ||
-           writer_entries_ + entry_count > o.ledger_max_entries ||
+    return WriterBytes() + size_bytes > o.ledger_max_bytes ||
+           WriterEntries() + entry_count > o.ledger_max_entries ||
            std::chrono::steady_clock::now() - writer_opened_ >= o.ledger_max_age;
   }
 
@@ -510,7 +523,7 @@ class StreamImpl final : public Stream {
       LedgerRange& current = next.ledgers.back();
       current.closed = true;
       current.entry_count = count;
-      current.size_bytes = writer_bytes_;
+      current.size_bytes = WriterBytes();
       current.closed_at_us = NowUs();
       next.next_offset = current.end_offset();
     }
@@ -531,6 +544,7 @@ class StreamImpl final : public Stream {
     writer_first_offset_ = record_.next_offset;
     writer_bytes_ = 0;
     writer_entries_ = 0;
+    writer_losses_ = std::make_shared<WriterLosses>();
     writer_opened_ = std::chrono::steady_clock::now();
     // Retention runs after each roll-over; its failure does not fail the append.
     absl::StatusOr<RetentionReport> retention = ApplyRetentionLocked();
@@ -568,7 +582,7 @@ class StreamImpl final : public Stream {
     } else {
       current.closed = true;
       current.entry_count = count;
-      current.size_bytes = writer_bytes_;
+      current.size_bytes = WriterBytes();
       current.closed_at_us = NowUs();
       next.next_offset = current.end_offset();
     }
@@ -612,8 +626,18 @@ class StreamImpl final : public Stream {
   bool closed_ = false;
   std::unique_ptr<LedgerWriter> writer_;
   uint64_t writer_first_offset_ = 0;
+  // Submitted to the ledger being written, failed ones included (see writer_losses_).
   uint64_t writer_bytes_ = 0;
   uint64_t writer_entries_ = 0;
+  // The appends to the ledger being written that failed (a full disk): counted above when they
+  // were submitted, they hold nothing in the ledger, whose later appends take their place. Added
+  // to by the appends' callbacks, which run without mu_; one per ledger, so that a late callback
+  // counts against its own.
+  struct WriterLosses {
+    std::atomic<uint64_t> bytes{0};
+    std::atomic<uint64_t> entries{0};
+  };
+  std::shared_ptr<WriterLosses> writer_losses_ = std::make_shared<WriterLosses>();
   std::chrono::steady_clock::time_point writer_opened_;
   std::map<std::string, std::shared_ptr<CursorState>, std::less<>> cursors_;
   std::chrono::microseconds cursor_persist_interval_{0};
@@ -728,7 +752,7 @@ absl::StatusOr<RetentionReport> StreamImpl::ApplyRetentionLocked() {
       min_acked = std::min(min_acked.value_or(UINT64_MAX), acked_below);
     }
   }
-  uint64_t total = writer_ != nullptr ? writer_bytes_ : 0;
+  uint64_t total = writer_ != nullptr ? WriterBytes() : 0;
   for (const LedgerRange& l : record_.ledgers) total += l.size_bytes;
   const int64_t now = NowUs();
   size_t victims = 0;

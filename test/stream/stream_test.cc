@@ -410,17 +410,81 @@ TEST_CASE("Stream Flush reports a failed append, also one a roll-over drained or
     std::vector<char> damaged = WireBatch(0, 4);
     damaged[damaged.size() - 2] ^= 0x20;  // A value byte: the checksum no longer matches.
     append(damaged);
-    // 4 + 4 + 4 entries pass ledger_max_entries: the third append rolls over first, which
-    // waits for the appends in flight, the damaged one's failure included.
+    // The damaged batch holds no place in the ledger, so the first two good ones fill it
+    // (ledger_max_entries) and the third rolls over first, which waits for the appends in
+    // flight, the damaged one's failure included.
     append(WireBatch(0, 4));
     append(WireBatch(4, 4));
+    append(WireBatch(8, 4));
     REQUIRE(stream->Flush().code() == absl::StatusCode::kDataLoss);
-    REQUIRE(stream->stats().end_offset == 8);
+    REQUIRE(stream->stats().end_offset == 12);
+    REQUIRE(stream->stats().ledgers == 2);
   }
   // Reported once: the next Flush covers the appends since.
   REQUIRE(stream->Flush().ok());
   AppendValues(*stream, stream->stats().end_offset, 2);
   REQUIRE(stream->Flush().ok());
+}
+
+TEST_CASE("Appends that fail on a full disk take no room in a stream's sizes or ledgers",
+          "[stream][disk]") {
+  auto base = NewMemoryFileSystem();
+  auto fs = NewFaultInjectionFileSystem(base.get());
+  World world(fs.get(), Durability::kAsync);
+  // The bytes of the batches of four values from offset `from` up to `to`.
+  auto bytes = [](uint64_t from, uint64_t to) {
+    uint64_t total = 0;
+    for (uint64_t at = from; at < to; at += 4) total += WireBatch(at, 4).size();
+    return total;
+  };
+  StreamOptions options;
+  options.ledger_max_bytes = bytes(0, 40);  // Ten batches per ledger.
+  auto stream = Unwrap(world.streams().Create("s", options));
+  auto reader = Unwrap(stream->NewReader());  // So that appends fill the tail cache.
+  for (uint64_t at = 0; at < 16; at += 4) AppendValues(*stream, at, 4);
+  REQUIRE(stream->Flush().ok());
+  const StreamStats before = stream->stats();
+  REQUIRE(before.size_bytes == bytes(0, 16));
+
+  // The disk is full: every append fails, pipelined or not, and takes nothing.
+  fs->SetFaults({.no_space_probability = 1});
+  std::atomic<int> failed{0};
+  for (int i = 0; i < 20; ++i) {
+    const std::vector<char> batch = WireBatch(16, 4);
+    stream->AppendAsync(std::span<const char>(batch), [&](absl::StatusOr<StreamAppendResult> r) {
+      if (absl::IsResourceExhausted(r.status())) failed.fetch_add(1);
+    });
+  }
+  CHECK(absl::IsResourceExhausted(stream->Flush()));
+  CHECK(failed.load() == 20);
+  CHECK(stream->stats().size_bytes == before.size_bytes);
+  CHECK(stream->stats().end_offset == 16);
+  CHECK(stream->stats().ledgers == 1);
+
+  // Space returns: appends go on in the same ledger, which rolls over when what it holds, not
+  // what was tried, reaches its limit.
+  fs->SetFaults({});
+  for (uint64_t at = 16; at < 40; at += 4) AppendValues(*stream, at, 4);
+  CHECK(stream->stats().size_bytes == bytes(0, 40));
+  CHECK(stream->stats().ledgers == 1);
+  AppendValues(*stream, 40, 4);
+  CHECK(stream->stats().ledgers == 2);
+  CHECK(stream->stats().size_bytes == bytes(0, 44));
+  // The batch appended after the failures is served from the tail cache.
+  const uint64_t hits = stream->stats().tail_cache_hits;
+  StreamReadResult read = Unwrap(reader->Read(36, ReadLimits{.max_bytes = 1}));
+  CHECK(read.offset_of(read.batches()[0]) == 36);
+  CHECK(stream->stats().tail_cache_hits == hits + 1);
+  CheckRange(*stream, 0, 44);
+
+  // The closed ledger's size, as recorded, survives a reopen.
+  REQUIRE(stream->Close().ok());
+  reader.reset();
+  stream.reset();
+  world.Reopen();
+  stream = Unwrap(world.streams().Open("s"));
+  CHECK(stream->stats().size_bytes == bytes(0, 44));
+  CheckRange(*stream, 0, 44);
 }
 
 TEST_CASE("Stream seek by time", "[stream]") {
