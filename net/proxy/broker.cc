@@ -317,6 +317,9 @@ absl::StatusOr<TopicStatsData> Broker::Stats(std::string_view name) {
   if (!topic.ok()) return topic.status();
   TopicStatsData stats;
   Topic& t = **topic;
+  stats.messages_in = t.messages_in.load();
+  stats.bytes_in = t.bytes_in.load();
+  stats.messages_out = t.messages_out.load();
   for (auto& partition : t.partitions) stats.partitions.push_back(partition->stream->stats());
   absl::StatusOr<std::vector<std::string>> names = t.partitions[0]->stream->ListCursors();
   if (!names.ok()) {

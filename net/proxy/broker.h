@@ -155,6 +155,10 @@ struct TopicStatsData {
     uint64_t unacked_delivered = 0;
   };
   std::vector<Sub> subscriptions;
+  // Since this proxy opened the topic, read when the stats were taken.
+  uint64_t messages_in = 0;
+  uint64_t bytes_in = 0;
+  uint64_t messages_out = 0;
 };
 
 struct BrokerOptions {

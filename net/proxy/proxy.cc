@@ -655,7 +655,7 @@ class ProxyImpl final : public rpc::Proxy::Server {
             subs[i].setBacklog(s.backlog);
             subs[i].setUnackedDelivered(s.unacked_delivered);
           }
-          FillRates(service, name, out);
+          FillRates(service, name, *stats, out);
         });
   }
 
@@ -807,19 +807,25 @@ class ProxyImpl final : public rpc::Proxy::Server {
   }
 
  private:
-  static void FillRates(Service& service, const std::string& name, rpc::TopicStats::Builder out) {
+  // The totals as the broker read them just now; the rates since the oldest of the samples the
+  // ticks keep (the last few seconds).
+  static void FillRates(Service& service, const std::string& name,
+                        const internal::TopicStatsData& stats, rpc::TopicStats::Builder out) {
+    out.setMessagesIn(stats.messages_in);
+    out.setBytesIn(stats.bytes_in);
+    out.setMessagesOut(stats.messages_out);
     auto it = service.rates.find(name);
     if (it == service.rates.end() || it->second.empty()) return;
-    const RateSample& last = it->second.back();
-    out.setMessagesIn(last.messages_in);
-    out.setBytesIn(last.bytes_in);
-    out.setMessagesOut(last.messages_out);
     const RateSample& first = it->second.front();
-    const double seconds = std::chrono::duration<double>(last.at - first.at).count();
-    if (seconds <= 0) return;
-    out.setMessagesInRate((last.messages_in - first.messages_in) / seconds);
-    out.setBytesInRate((last.bytes_in - first.bytes_in) / seconds);
-    out.setMessagesOutRate((last.messages_out - first.messages_out) / seconds);
+    const double seconds = std::chrono::duration<double>(Clock::now() - first.at).count();
+    // Counters that went back: the topic was closed and opened again since that sample.
+    if (seconds <= 0 || stats.messages_in < first.messages_in ||
+        stats.bytes_in < first.bytes_in || stats.messages_out < first.messages_out) {
+      return;
+    }
+    out.setMessagesInRate(static_cast<double>(stats.messages_in - first.messages_in) / seconds);
+    out.setBytesInRate(static_cast<double>(stats.bytes_in - first.bytes_in) / seconds);
+    out.setMessagesOutRate(static_cast<double>(stats.messages_out - first.messages_out) / seconds);
   }
 
   Service& service_;

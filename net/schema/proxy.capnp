@@ -90,7 +90,7 @@ struct TopicStats {
   name @0 :Text;
   partitions @1 :List(PartitionStats);
   subscriptions @2 :List(SubscriptionStats);
-  # Since this proxy opened the topic, and per second over the last few seconds.
+  # Since this proxy opened the topic (as of the call), and per second over the last few seconds.
   messagesIn @3 :UInt64;
   bytesIn @4 :UInt64;
   messagesOut @5 :UInt64;
