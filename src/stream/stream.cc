@@ -507,6 +507,13 @@ class StreamImpl final : public Stream {
   // ledger is created and recorded before the old one is sealed, so a crash at any step leaves
   // the stream readable, without a gap or a duplicate (see Recover()).
   absl::Status Roll() {
+    // The record's last ledger is open and has no writer here: a full disk kept it from opening
+    // at the last roll-over. Open it now.
+    if (writer_ == nullptr && !record_.ledgers.empty() && !record_.ledgers.back().closed) {
+      return OpenWriter(record_.ledgers.back().ledger_id);
+    }
+    RetrySeals();
+    if (!failed_.ok()) return failed_;
     if (record_.ledgers.size() >= kMaxLedgersPerStream) {
       return absl::ResourceExhaustedError(absl::StrFormat(
           "stream %s has %d ledgers, the most one stream may have: let retention delete old "
@@ -535,17 +542,7 @@ class StreamImpl final : public Stream {
       return recorded;
     }
     if (writer_ != nullptr) CAIRN_RETURN_IF_ERROR(SealWriter(count));
-    absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = ledgers_->OpenWriter(new_id);
-    if (!writer.ok()) {
-      failed_ = writer.status();
-      return failed_;
-    }
-    writer_ = std::move(*writer);
-    writer_first_offset_ = record_.next_offset;
-    writer_bytes_ = 0;
-    writer_entries_ = 0;
-    writer_losses_ = std::make_shared<WriterLosses>();
-    writer_opened_ = std::chrono::steady_clock::now();
+    CAIRN_RETURN_IF_ERROR(OpenWriter(new_id));
     // Retention runs after each roll-over; its failure does not fail the append.
     absl::StatusOr<RetentionReport> retention = ApplyRetentionLocked();
     if (!retention.ok()) {
@@ -555,22 +552,76 @@ class StreamImpl final : public Stream {
     return absl::OkStatus();
   }
 
-  absl::Status SealWriter(uint64_t count) {
-    absl::StatusOr<uint64_t> sealed = writer_->Seal();
-    writer_.reset();
-    if (!sealed.ok()) {
-      failed_ = sealed.status();
+  // mu_ held: starts writing ledger `id`, the record's last (open) ledger. A full disk
+  // (kResourceExhausted) leaves the stream without a writer, and the next append tries again
+  // (Roll); any other failure stops the stream.
+  absl::Status OpenWriter(uint64_t id) {
+    absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = ledgers_->OpenWriter(id);
+    if (!writer.ok()) {
+      if (absl::IsResourceExhausted(writer.status())) return writer.status();
+      failed_ = writer.status();
       return failed_;
     }
-    const uint64_t sealed_count = *sealed == kNoEntry ? 0 : *sealed + 1;
-    if (sealed_count != count) {
+    writer_ = std::move(*writer);
+    writer_first_offset_ = record_.next_offset;
+    writer_bytes_ = 0;
+    writer_entries_ = 0;
+    writer_losses_ = std::make_shared<WriterLosses>();
+    writer_opened_ = std::chrono::steady_clock::now();
+    return absl::OkStatus();
+  }
+
+  // mu_ held: seals the ledger being written, which the record has just closed with `count`
+  // entries. A full disk (kResourceExhausted) leaves it to be sealed later (RetrySeals): the
+  // record already ends it where its entries end, so the stream goes on. Any other failure, or
+  // a count that differs from the record's, stops the stream.
+  absl::Status SealWriter(uint64_t count) {
+    const uint64_t id = writer_->ledger_id();
+    absl::StatusOr<uint64_t> sealed = writer_->Seal();
+    writer_.reset();
+    if (absl::IsResourceExhausted(sealed.status())) {
+      owner_->log(LogLevel::kWarning,
+                  absl::StrFormat("stream %s: ledger %d is closed but not sealed yet (%s); it is "
+                                  "sealed at a later roll-over or close",
+                                  name_, id, sealed.status().ToString()));
+      unsealed_.push_back({id, count});
+      return absl::OkStatus();
+    }
+    return CheckSealed(id, sealed.ok() ? (*sealed == kNoEntry ? 0 : *sealed + 1) : sealed, count);
+  }
+
+  // mu_ held: `sealed` is the entry count ledger `id` was sealed with, or why it was not.
+  absl::Status CheckSealed(uint64_t id, absl::StatusOr<uint64_t> sealed, uint64_t count) {
+    if (!sealed.ok()) {
+      failed_ = sealed.status();
+    } else if (*sealed != count) {
       failed_ = absl::InternalError(absl::StrFormat(
-          "stream %s: its ledger sealed with %d entries, %d recorded", name_, sealed_count, count));
+          "stream %s: ledger %d sealed with %d entries, %d recorded", name_, id, *sealed, count));
     }
     return failed_;
   }
 
+  // mu_ held: seals the ledgers a full disk left unsealed (SealWriter); those it still refuses
+  // stay listed for the next time.
+  void RetrySeals() {
+    for (auto it = unsealed_.begin(); it != unsealed_.end() && failed_.ok();) {
+      absl::StatusOr<LedgerInfo> info = ledgers_->GetLedgerInfo(it->ledger_id);
+      if (absl::IsNotFound(info.status())) {  // retention deleted it meanwhile
+        it = unsealed_.erase(it);
+        continue;
+      }
+      absl::StatusOr<uint64_t> sealed = info.ok() ? SealOrFence(*info) : info.status();
+      if (absl::IsResourceExhausted(sealed.status())) {
+        ++it;
+        continue;
+      }
+      CheckSealed(it->ledger_id, sealed, it->entry_count).IgnoreError();  // sets failed_
+      it = unsealed_.erase(it);
+    }
+  }
+
   absl::Status CloseWriter() {
+    RetrySeals();
     if (writer_ == nullptr) return failed_;
     CAIRN_ASSIGN_OR_RETURN(const uint64_t count, DrainWriter());
     StreamRecord next = record_;
@@ -638,6 +689,12 @@ class StreamImpl final : public Stream {
     std::atomic<uint64_t> entries{0};
   };
   std::shared_ptr<WriterLosses> writer_losses_ = std::make_shared<WriterLosses>();
+  // Ledgers the record has closed that a full disk kept from being sealed (SealWriter).
+  struct Unsealed {
+    uint64_t ledger_id = 0;
+    uint64_t entry_count = 0;
+  };
+  std::vector<Unsealed> unsealed_;
   std::chrono::steady_clock::time_point writer_opened_;
   std::map<std::string, std::shared_ptr<CursorState>, std::less<>> cursors_;
   std::chrono::microseconds cursor_persist_interval_{0};

@@ -73,21 +73,20 @@ class CrashingMetadata final : public MetadataStore {
   CrashPoints* crash_;
 };
 
-class CrashingLedgers final : public LedgerSet {
+// Forwards every call to another LedgerSet; a test overrides the calls it changes.
+class ForwardingLedgers : public LedgerSet {
  public:
-  CrashingLedgers(LedgerSet* base, CrashPoints* crash) : base_(base), crash_(crash) {}
+  explicit ForwardingLedgers(LedgerSet* base) : base_(base) {}
   absl::StatusOr<uint64_t> CreateLedger(std::optional<uint64_t> id) override {
-    return crash_->Step([&] { return base_->CreateLedger(id); });
+    return base_->CreateLedger(id);
   }
   std::vector<uint64_t> ListLedgers() override { return base_->ListLedgers(); }
   absl::StatusOr<LedgerInfo> GetLedgerInfo(uint64_t id) override {
     return base_->GetLedgerInfo(id);
   }
-  absl::Status DeleteLedger(uint64_t id) override {
-    return crash_->Step([&] { return base_->DeleteLedger(id); });
-  }
+  absl::Status DeleteLedger(uint64_t id) override { return base_->DeleteLedger(id); }
   absl::StatusOr<std::unique_ptr<LedgerWriter>> OpenWriter(uint64_t id) override {
-    return crash_->Step([&] { return base_->OpenWriter(id); });
+    return base_->OpenWriter(id);
   }
   absl::StatusOr<std::unique_ptr<LedgerReader>> OpenReader(uint64_t id) override {
     return base_->OpenReader(id);
@@ -95,8 +94,24 @@ class CrashingLedgers final : public LedgerSet {
   absl::StatusOr<uint64_t> Fence(uint64_t id) override { return base_->Fence(id); }
   bool acknowledged_means_durable() const override { return base_->acknowledged_means_durable(); }
 
+ protected:
+  LedgerSet* const base_;
+};
+
+class CrashingLedgers final : public ForwardingLedgers {
+ public:
+  CrashingLedgers(LedgerSet* base, CrashPoints* crash) : ForwardingLedgers(base), crash_(crash) {}
+  absl::StatusOr<uint64_t> CreateLedger(std::optional<uint64_t> id) override {
+    return crash_->Step([&] { return base_->CreateLedger(id); });
+  }
+  absl::Status DeleteLedger(uint64_t id) override {
+    return crash_->Step([&] { return base_->DeleteLedger(id); });
+  }
+  absl::StatusOr<std::unique_ptr<LedgerWriter>> OpenWriter(uint64_t id) override {
+    return crash_->Step([&] { return base_->OpenWriter(id); });
+  }
+
  private:
-  LedgerSet* base_;
   CrashPoints* crash_;
 };
 

@@ -87,6 +87,7 @@ class World {
   }
 
   Store& store() { return *store_; }
+  MetadataStore* metadata() { return metadata_.get(); }
   Streams& streams() { return *streams_; }
 
  private:
@@ -485,6 +486,97 @@ TEST_CASE("Appends that fail on a full disk take no room in a stream's sizes or 
   stream = Unwrap(world.streams().Open("s"));
   CHECK(stream->stats().size_bytes == bytes(0, 44));
   CheckRange(*stream, 0, 44);
+}
+
+TEST_CASE("A stream whose disk fills at any step of a roll-over appends again once space returns",
+          "[stream][disk]") {
+  // The disk fills at a different point of the appends and roll-overs for each capacity (in
+  // this range, among others, between a roll-over's new ledger and the seal of the old one).
+  for (uint64_t capacity = 40 * 1024; capacity < 90 * 1024; capacity += 320) {
+    INFO("capacity " << capacity);
+    auto base = NewMemoryFileSystem();
+    auto fs = NewFaultInjectionFileSystem(base.get());
+    World world(fs.get());
+    StreamOptions options;
+    options.ledger_max_bytes = 4096;
+    auto stream = Unwrap(world.streams().Create("s", options));
+    fs->SetFaults({.capacity_bytes = capacity});
+    uint64_t end = 0;
+    absl::Status full;
+    while (full.ok()) {
+      BatchBuilder batch;
+      AddValues(batch, end, 8);
+      absl::StatusOr<StreamAppendResult> appended = stream->Append(batch);
+      if (appended.ok()) {
+        REQUIRE(appended->first_offset == end);
+        end += 8;
+      } else {
+        full = appended.status();
+      }
+    }
+    INFO(full.ToString());
+    REQUIRE(absl::IsResourceExhausted(full));
+    fs->SetFaults({});
+    for (int i = 0; i < 20; ++i) {
+      BatchBuilder batch;
+      AddValues(batch, end, 8);
+      absl::StatusOr<StreamAppendResult> appended = stream->Append(batch);
+      INFO(appended.status().ToString());
+      REQUIRE(appended.ok());
+      REQUIRE(appended->first_offset == end);
+      end += 8;
+    }
+    CheckRange(*stream, 0, end);
+    REQUIRE(stream->Close().ok());
+    stream.reset();
+    world.Reopen();
+    stream = Unwrap(world.streams().Open("s"));
+    REQUIRE(stream->stats().end_offset == end);
+    CheckRange(*stream, 0, end);
+  }
+}
+
+// Refuses the next `refusals` OpenWriter calls as a full disk would.
+class FullDiskAtOpenWriter final : public testing::ForwardingLedgers {
+ public:
+  using ForwardingLedgers::ForwardingLedgers;
+  int refusals = 0;
+  absl::StatusOr<std::unique_ptr<LedgerWriter>> OpenWriter(uint64_t id) override {
+    if (refusals > 0) {
+      --refusals;
+      return absl::ResourceExhaustedError("no space left on device");
+    }
+    return base_->OpenWriter(id);
+  }
+};
+
+TEST_CASE("A roll-over whose new ledger cannot be opened on a full disk opens it at a later append",
+          "[stream][disk]") {
+  auto fs = NewMemoryFileSystem();
+  World world(fs.get());
+  FullDiskAtOpenWriter ledgers(&world.store());
+  Streams streams(&ledgers, world.metadata(), [](LogLevel, std::string_view) {});
+  StreamOptions options;
+  options.ledger_max_entries = 8;
+  auto stream = Unwrap(streams.Create("s", options));
+  AppendValues(*stream, 0, 8);
+  ledgers.refusals = 2;
+  // The roll-over records a new ledger and seals the old one, then cannot open the new one.
+  BatchBuilder batch;
+  AddValues(batch, 8, 4);
+  CHECK(absl::IsResourceExhausted(stream->Append(batch).status()));
+  CHECK(absl::IsResourceExhausted(stream->Append(batch).status()));  // still full
+  CHECK(stream->stats().ledgers == 2);
+  // Space returns: the same new ledger is opened, no other is made, nothing is lost.
+  CHECK(stream->Append(batch).value().first_offset == 8);
+  CHECK(stream->stats().ledgers == 2);
+  AppendValues(*stream, 12, 4);
+  CHECK(stream->stats().end_offset == 16);
+  CheckRange(*stream, 0, 16);
+  REQUIRE(stream->Close().ok());
+  stream = Unwrap(streams.Open("s"));
+  CHECK(stream->stats().end_offset == 16);
+  CheckRange(*stream, 0, 16);
 }
 
 TEST_CASE("Stream seek by time", "[stream]") {
