@@ -29,6 +29,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "bench/histogram.h"
 #include "bench/report.h"
 #include "cairn/metadata.h"
@@ -127,6 +129,27 @@ const char* TypeName(SubscriptionType type) {
   return "?";
 }
 
+std::optional<std::chrono::microseconds> ParseAge(std::string_view text);
+
+// After "time:": microseconds since the epoch, an RFC 3339 time (2026-03-01T12:00:00Z, or with
+// an offset such as +01:00), or an age before now (-30m, -2h, -7d).
+std::optional<int64_t> ParseStartTime(std::string_view text) {
+  int64_t us = 0;
+  if (absl::SimpleAtoi(absl::string_view(text.data(), text.size()), &us)) return us;
+  if (!text.empty() && text.front() == '-') {
+    std::optional<std::chrono::microseconds> age = ParseAge(text.substr(1));
+    if (!age) return std::nullopt;
+    return absl::ToUnixMicros(absl::Now()) - age->count();
+  }
+  absl::Time time;
+  std::string error;
+  if (!absl::ParseTime(absl::RFC3339_full, absl::string_view(text.data(), text.size()), &time,
+                       &error)) {
+    return std::nullopt;
+  }
+  return absl::ToUnixMicros(time);
+}
+
 std::optional<SubscriptionStart> ParseStart(std::string_view text) {
   SubscriptionStart start;
   if (text == "earliest") return start;
@@ -136,10 +159,9 @@ std::optional<SubscriptionStart> ParseStart(std::string_view text) {
   }
   if (text.substr(0, 5) == "time:") {
     start.kind = SubscriptionStart::Kind::kTime;
-    const std::string_view us = text.substr(5);
-    if (!absl::SimpleAtoi(absl::string_view(us.data(), us.size()), &start.timestamp_us)) {
-      return std::nullopt;
-    }
+    const std::optional<int64_t> us = ParseStartTime(text.substr(5));
+    if (!us) return std::nullopt;
+    start.timestamp_us = *us;
     return start;
   }
   start.kind = SubscriptionStart::Kind::kOffset;

@@ -87,7 +87,7 @@ const Command kCommands[] = {
         .name = "consume",
         .summary = "Receive messages of a topic as a subscription, print and acknowledge them",
         .usage = "cairn consume TOPIC --subscription S [--type exclusive|failover|shared]\n"
-                 "       [--start earliest|latest|OFFSET|time:US] [--count N] [--follow] [--json]",
+                 "       [--start earliest|latest|OFFSET|time:T] [--count N] [--follow] [--json]",
         .details =
             "Joins the subscription (created at --start if new) and prints each message's value\n"
             "on a line of its own, or with --json one JSON object per line (partition, offset,\n"
@@ -106,7 +106,8 @@ const Command kCommands[] = {
                   {"wait_ms", "MS", false},
                   {"json", "", false}},
         .examples = {"cairn consume orders --subscription billing --count 10",
-                     "cairn consume orders --subscription audit --type shared --follow --json"},
+                     "cairn consume orders --subscription audit --type shared --follow --json",
+                     "cairn consume orders --subscription replay --start time:-2h"},
         .run = RunConsume,
         .args = {"TOPIC"},
     },

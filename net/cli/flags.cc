@@ -24,8 +24,9 @@ ABSL_FLAG(std::string, type, "exclusive",
           "The subscription type: exclusive, failover or shared.");
 ABSL_FLAG(std::string, start, "earliest",
           "Where a new subscription starts: earliest, latest, an offset (the same on every "
-          "partition), or time:US (the first message at or after US microseconds since the "
-          "epoch). Ignored if the subscription exists.");
+          "partition), or time:T, the first message at or after T: microseconds since the "
+          "epoch, an RFC 3339 time (time:2026-03-01T12:00:00Z) or an age before now "
+          "(time:-30m, time:-2h, time:-7d). Ignored if the subscription exists.");
 ABSL_FLAG(uint64_t, count, 0, "Stop after this many messages (0: no limit).");
 ABSL_FLAG(bool, follow, false,
           "Keep waiting for new messages (until --count, or interrupted).");

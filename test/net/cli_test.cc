@@ -338,6 +338,26 @@ TEST_CASE("cli: topics, produce, consume, stats and perf against cairnd standalo
   CHECK(IsJson(f.scratch, run.out));
   CHECK(run.out.find("\"offset\":0") != std::string::npos);
 
+  // Starting at a time: an age before now, an RFC 3339 time, microseconds; or a bad one.
+  run = Cairn(f.scratch, {"consume", "orders", "--subscription", "last-hour", "--start",
+                          "time:-1h", "--wait-ms", "300", "--proxy", proxy});
+  REQUIRE(run.status == 0);
+  CHECK(run.err.find("3 message(s) consumed") != std::string::npos);
+  run = Cairn(f.scratch, {"consume", "orders", "--subscription", "future", "--start",
+                          "time:2999-01-01T00:00:00Z", "--wait-ms", "300", "--proxy", proxy});
+  REQUIRE(run.status == 0);
+  CHECK(run.out.empty());
+  run = Cairn(f.scratch, {"consume", "orders", "--subscription", "epoch", "--start", "time:0",
+                          "--wait-ms", "300", "--proxy", proxy});
+  REQUIRE(run.status == 0);
+  CHECK(run.err.find("3 message(s) consumed") != std::string::npos);
+  for (const char* bad : {"time:yesterday", "time:-1y", "time:2026-13-01T00:00:00Z"}) {
+    run = Cairn(f.scratch, {"consume", "orders", "--subscription", "bad", "--start", bad,
+                            "--proxy", proxy});
+    CHECK(run.status == 2);
+    CHECK(run.err.find("bad --start") != std::string::npos);
+  }
+
   run = Cairn(f.scratch, {"topics", "stats", "orders", "--proxy", proxy});
   REQUIRE(run.status == 0);
   CHECK(run.out.find("topic orders: 2 partition(s), 3 message(s) kept") != std::string::npos);
