@@ -27,20 +27,63 @@ constexpr std::string_view kTopicRecordMagic = "cairn-topic-v1";
 std::string TopicKey(std::string_view name) { return absl::StrCat(Sv(kTopicKeyPrefix), Sv(name)); }
 
 // The topic record: "cairn-topic-v1 partitions=<n>". Text, since it is tiny and read rarely.
-std::string EncodeTopicRecord(uint32_t partitions) {
-  return absl::StrCat(Sv(kTopicRecordMagic), " partitions=", partitions);
+// "cairn-topic-v1 partitions=4", then the settings its streams are created with, those that
+// are not the defaults: "ledger_max_bytes=N", "max_age_us=N", "max_bytes=N",
+// "delete_acknowledged", "keep_unacknowledged". A record written before the settings were kept
+// has the partitions only.
+std::string EncodeTopicRecord(const TopicSettings& settings) {
+  std::string record = absl::StrCat(Sv(kTopicRecordMagic), " partitions=", settings.partitions);
+  if (settings.ledger_max_bytes != 0) {
+    absl::StrAppend(&record, " ledger_max_bytes=", settings.ledger_max_bytes);
+  }
+  const RetentionPolicy& r = settings.retention;
+  if (r.max_age.has_value()) absl::StrAppend(&record, " max_age_us=", r.max_age->count());
+  if (r.max_bytes.has_value()) absl::StrAppend(&record, " max_bytes=", *r.max_bytes);
+  if (r.delete_acknowledged) absl::StrAppend(&record, " delete_acknowledged");
+  if (r.keep_unacknowledged) absl::StrAppend(&record, " keep_unacknowledged");
+  return record;
 }
 
-absl::StatusOr<uint32_t> DecodeTopicRecord(std::string_view name, std::string_view value) {
+absl::StatusOr<TopicSettings> DecodeTopicRecord(std::string_view name, std::string_view value) {
   std::vector<absl::string_view> fields = absl::StrSplit(Sv(value), ' ');
-  uint32_t partitions = 0;
-  if (fields.size() != 2 || fields[0] != Sv(kTopicRecordMagic) ||
-      !absl::ConsumePrefix(&fields[1], "partitions=") ||
-      !absl::SimpleAtoi(fields[1], &partitions) || partitions == 0 || partitions > kMaxPartitions) {
+  TopicSettings settings;
+  bool ok = fields.size() >= 2 && fields[0] == Sv(kTopicRecordMagic) &&
+            absl::ConsumePrefix(&fields[1], "partitions=") &&
+            absl::SimpleAtoi(fields[1], &settings.partitions) && settings.partitions != 0 &&
+            settings.partitions <= kMaxPartitions;
+  for (size_t i = 2; ok && i < fields.size(); ++i) {
+    absl::string_view field = fields[i];
+    int64_t age_us = 0;
+    uint64_t bytes = 0;
+    if (absl::ConsumePrefix(&field, "ledger_max_bytes=")) {
+      ok = absl::SimpleAtoi(field, &settings.ledger_max_bytes);
+    } else if (absl::ConsumePrefix(&field, "max_age_us=")) {
+      ok = absl::SimpleAtoi(field, &age_us) && age_us >= 0;
+      settings.retention.max_age = std::chrono::microseconds(age_us);
+    } else if (absl::ConsumePrefix(&field, "max_bytes=")) {
+      ok = absl::SimpleAtoi(field, &bytes);
+      settings.retention.max_bytes = bytes;
+    } else if (field == "delete_acknowledged") {
+      settings.retention.delete_acknowledged = true;
+    } else if (field == "keep_unacknowledged") {
+      settings.retention.keep_unacknowledged = true;
+    } else {
+      ok = false;
+    }
+  }
+  if (!ok) {
     return absl::DataLossError(
         absl::StrCat("the record of topic ", Sv(name), " is damaged: '", Sv(value), "'"));
   }
-  return partitions;
+  return settings;
+}
+
+// The options of a topic's partition streams.
+StreamOptions PartitionOptions(const TopicSettings& settings) {
+  StreamOptions options;
+  if (settings.ledger_max_bytes != 0) options.ledger_max_bytes = settings.ledger_max_bytes;
+  options.retention = settings.retention;
+  return options;
 }
 
 // Messages of a partition not acknowledged by `cursor`: below `end`, neither under the
@@ -108,14 +151,13 @@ absl::Status Broker::CreateTopic(std::string_view name, const TopicSettings& set
     return absl::InvalidArgumentError(absl::StrCat("a topic has 1 to ", kMaxPartitions,
                                                    " partitions, not ", settings.partitions));
   }
-  StreamOptions stream_options;
-  if (settings.ledger_max_bytes != 0) stream_options.ledger_max_bytes = settings.ledger_max_bytes;
-  stream_options.retention = settings.retention;
+  const StreamOptions stream_options = PartitionOptions(settings);
   std::lock_guard lock(mu_);
-  // The record first: it is what makes the topic exist. A crash before every stream is
-  // created leaves a topic whose missing streams are created when it is opened.
+  // The record first: it is what makes the topic exist. A crash (or a failure) before every
+  // stream is created leaves a topic whose missing streams are created, with the settings the
+  // record keeps, when it is opened.
   absl::StatusOr<uint64_t> put =
-      metadata_->Put(TopicKey(name), EncodeTopicRecord(settings.partitions), kNewKey);
+      metadata_->Put(TopicKey(name), EncodeTopicRecord(settings), kNewKey);
   if (absl::IsAborted(put.status())) {
     return absl::AlreadyExistsError(absl::StrCat("topic ", Sv(name), " already exists"));
   }
@@ -147,15 +189,17 @@ absl::StatusOr<std::shared_ptr<Topic>> Broker::OpenLocked(std::string_view name)
   absl::StatusOr<VersionedValue> record = metadata_->Get(TopicKey(name));
   if (absl::IsNotFound(record.status())) return TopicNotFound(name);
   if (!record.ok()) return record.status();
-  absl::StatusOr<uint32_t> partitions = DecodeTopicRecord(name, record->value);
-  if (!partitions.ok()) return partitions.status();
+  absl::StatusOr<TopicSettings> settings = DecodeTopicRecord(name, record->value);
+  if (!settings.ok()) return settings.status();
   auto topic = std::make_shared<Topic>();
   topic->name = std::string(name);
-  for (uint32_t i = 0; i < *partitions; ++i) {
+  for (uint32_t i = 0; i < settings->partitions; ++i) {
     auto partition = std::make_unique<Partition>();
     absl::StatusOr<std::unique_ptr<Stream>> stream = streams_.Open(PartitionStreamName(name, i));
     // A crash during CreateTopic may have left streams uncreated.
-    if (absl::IsNotFound(stream.status())) stream = streams_.Create(PartitionStreamName(name, i));
+    if (absl::IsNotFound(stream.status())) {
+      stream = streams_.Create(PartitionStreamName(name, i), PartitionOptions(*settings));
+    }
     if (!stream.ok()) {
       return absl::Status(stream.status().code(),
                           absl::StrCat("opening partition ", i, " of topic ", Sv(name), ": ",
@@ -272,8 +316,8 @@ absl::Status Broker::DeleteTopic(std::string_view name) {
   absl::StatusOr<VersionedValue> record = metadata_->Get(TopicKey(name));
   if (absl::IsNotFound(record.status())) return TopicNotFound(name);
   if (!record.ok()) return record.status();
-  absl::StatusOr<uint32_t> partitions = DecodeTopicRecord(name, record->value);
-  if (!partitions.ok()) return partitions.status();
+  absl::StatusOr<TopicSettings> settings = DecodeTopicRecord(name, record->value);
+  if (!settings.ok()) return settings.status();
   if (auto it = topics_.find(name); it != topics_.end()) {
     std::shared_ptr<Topic> topic = it->second;
     if (topic->users.load() != 0) {
@@ -286,7 +330,7 @@ absl::Status Broker::DeleteTopic(std::string_view name) {
   }
   // Streams first, the record last: a crash in between leaves a topic that opens (creating
   // the missing streams) and can be deleted again.
-  for (uint32_t i = 0; i < *partitions; ++i) {
+  for (uint32_t i = 0; i < settings->partitions; ++i) {
     const std::string stream = PartitionStreamName(name, i);
     absl::Status compaction = DeleteCompaction(ledgers_, metadata_, stream);
     if (!compaction.ok() && !absl::IsNotFound(compaction)) return compaction;
@@ -305,9 +349,9 @@ absl::StatusOr<std::vector<std::pair<std::string, uint32_t>>> Broker::ListTopics
     absl::StatusOr<VersionedValue> record = metadata_->Get(key);
     if (absl::IsNotFound(record.status())) continue;  // deleted meanwhile
     if (!record.ok()) return record.status();
-    absl::StatusOr<uint32_t> partitions = DecodeTopicRecord(name, record->value);
-    if (!partitions.ok()) return partitions.status();
-    topics.emplace_back(name, *partitions);
+    absl::StatusOr<TopicSettings> settings = DecodeTopicRecord(name, record->value);
+    if (!settings.ok()) return settings.status();
+    topics.emplace_back(name, settings->partitions);
   }
   return topics;
 }

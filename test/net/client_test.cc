@@ -21,6 +21,9 @@
 #include <tuple>
 #include <vector>
 
+#include "cairn/metadata.h"
+#include "cairn/store.h"
+#include "cairn/stream.h"
 #include "test/net/net_fixtures.h"
 #include "test/net/served_proxy.h"
 #include "test/test_util.h"
@@ -28,6 +31,7 @@
 namespace cairn::net {
 namespace {
 
+using cairn::net::testing::ForwardingMetadata;
 using cairn::testing::ServedProxy;
 using cairn::testing::TempDir;
 using std::chrono::milliseconds;
@@ -578,10 +582,10 @@ TEST_CASE("client: closing a producer wakes a sender waiting for room, whose mes
 }
 
 // Holds back Put calls on keys that start with a prefix while closed; the rest go through.
-class GatedMetadata final : public MetadataStore {
+class GatedMetadata final : public ForwardingMetadata {
  public:
   GatedMetadata(std::unique_ptr<MetadataStore> inner, std::string prefix)
-      : inner_(std::move(inner)), prefix_(std::move(prefix)) {}
+      : ForwardingMetadata(std::move(inner)), prefix_(std::move(prefix)) {}
   void Close() {
     std::lock_guard lock(mu_);
     open_ = false;
@@ -599,7 +603,6 @@ class GatedMetadata final : public MetadataStore {
     return held_ > 0;
   }
 
-  absl::StatusOr<VersionedValue> Get(std::string_view key) override { return inner_->Get(key); }
   absl::StatusOr<uint64_t> Put(std::string_view key, std::string_view value,
                                uint64_t expected_version) override {
     if (key.substr(0, prefix_.size()) == prefix_) {
@@ -610,21 +613,76 @@ class GatedMetadata final : public MetadataStore {
     }
     return inner_->Put(key, value, expected_version);
   }
-  absl::Status Delete(std::string_view key, uint64_t expected_version) override {
-    return inner_->Delete(key, expected_version);
-  }
-  absl::StatusOr<std::vector<std::string>> List(std::string_view prefix) override {
-    return inner_->List(prefix);
-  }
 
  private:
-  std::unique_ptr<MetadataStore> inner_;
   const std::string prefix_;
   std::mutex mu_;
   std::condition_variable changed_;
   bool open_ = true;
   int held_ = 0;
 };
+
+// Refuses the first Put of a key that ends with a suffix, as a full disk would; the rest go
+// through.
+class RefuseOnePut final : public ForwardingMetadata {
+ public:
+  RefuseOnePut(std::unique_ptr<MetadataStore> inner, std::string suffix)
+      : ForwardingMetadata(std::move(inner)), suffix_(std::move(suffix)) {}
+  absl::StatusOr<uint64_t> Put(std::string_view key, std::string_view value,
+                               uint64_t expected_version) override {
+    if (key.ends_with(suffix_) && !refused_.exchange(true)) {
+      return absl::ResourceExhaustedError("no space left on device");
+    }
+    return inner_->Put(key, value, expected_version);
+  }
+
+ private:
+  const std::string suffix_;
+  std::atomic<bool> refused_{false};
+};
+
+TEST_CASE("client: a topic whose creation failed half-way gets its settings on every partition",
+          "[net][client]") {
+  TempDir dir;
+  {
+    ServedProxy served(dir.path(), {}, [](std::unique_ptr<MetadataStore> inner) {
+      return std::make_unique<RefuseOnePut>(std::move(inner), "t-partition-2");
+    });
+    std::unique_ptr<Client> client = ConnectTo(served.address());
+    TopicConfig config = Partitions(4);
+    config.retention = {.max_age = std::chrono::hours(6), .delete_acknowledged = true};
+    // The topic's record is written, partitions 0 and 1 are created, partition 2 is refused.
+    CHECK(absl::IsResourceExhausted(client->CreateTopic("t", config)));
+    // The topic exists; opening it creates the missing partitions.
+    absl::StatusOr<TopicStats> stats = client->GetTopicStats("t");
+    REQUIRE(stats.ok());
+    CHECK(stats->partitions.size() == 4);
+  }
+  // Every partition's stream, those made when the topic was opened included, has the policy
+  // the topic was created with.
+  StoreOptions store_options;
+  store_options.data_dirs = {dir.path() + "/ledgers"};
+  store_options.log = NullLog();
+  std::unique_ptr<Store> store = Store::Open(store_options).value();
+  std::unique_ptr<MetadataStore> metadata =
+      OpenLocalMetadataStore({.dir = dir.path() + "/metadata", .log = NullLog()}).value();
+  {
+    Streams streams(store.get(), metadata.get(), NullLog());
+    for (int i = 0; i < 4; ++i) {
+      INFO("partition " << i);
+      std::unique_ptr<Stream> stream =
+          streams.Open("t-partition-" + std::to_string(i)).value();
+      const RetentionPolicy retention = stream->stats().retention;
+      CHECK(retention.max_age == std::chrono::microseconds(std::chrono::hours(6)));
+      CHECK(!retention.max_bytes.has_value());
+      CHECK(retention.delete_acknowledged);
+      CHECK(!retention.keep_unacknowledged);
+      REQUIRE(stream->Close().ok());
+    }
+  }
+  metadata.reset();
+  REQUIRE(store->Close().ok());
+}
 
 TEST_CASE("client: a send that starts a new ledger holds up no other topic's sends",
           "[net][client][concurrency]") {

@@ -144,4 +144,25 @@ HttpReply HttpGet(int port, const std::string& path);
 // The value of an unlabelled sample in a Prometheus text scrape, or -1 if it is not there.
 double MetricSample(const std::string& scrape, const std::string& name);
 
+// Forwards every call to another MetadataStore, which it owns; a test overrides the calls it
+// changes.
+class ForwardingMetadata : public MetadataStore {
+ public:
+  explicit ForwardingMetadata(std::unique_ptr<MetadataStore> inner) : inner_(std::move(inner)) {}
+  absl::StatusOr<VersionedValue> Get(std::string_view key) override { return inner_->Get(key); }
+  absl::StatusOr<uint64_t> Put(std::string_view key, std::string_view value,
+                               uint64_t expected_version) override {
+    return inner_->Put(key, value, expected_version);
+  }
+  absl::Status Delete(std::string_view key, uint64_t expected_version) override {
+    return inner_->Delete(key, expected_version);
+  }
+  absl::StatusOr<std::vector<std::string>> List(std::string_view prefix) override {
+    return inner_->List(prefix);
+  }
+
+ protected:
+  const std::unique_ptr<MetadataStore> inner_;
+};
+
 }  // namespace cairn::net::testing
