@@ -343,9 +343,14 @@ class StreamImpl final : public Stream {
     for (const LedgerRange& l : record_.ledgers) stats.size_bytes += l.size_bytes;
     stats.size_bytes += writer_ != nullptr ? WriterBytes() : 0;
     stats.end_offset = end_offset();
-    stats.durable_end_offset = writer_ == nullptr || ledgers_->acknowledged_means_durable()
-                                   ? stats.end_offset
-                                   : std::min(stats.end_offset, writer_first_offset_);
+    uint64_t durable = stats.end_offset;
+    if (!ledgers_->acknowledged_means_durable()) {
+      // A ledger is made durable when it is sealed: the ledger being written is not yet, nor
+      // are those a full disk left unsealed.
+      if (!unsealed_.empty()) durable = std::min(durable, unsealed_.front().first_offset);
+      if (writer_ != nullptr) durable = std::min(durable, writer_first_offset_);
+    }
+    stats.durable_end_offset = durable;
     stats.tail_cache_hits = tail_cache_hits_.load(std::memory_order_relaxed);
     stats.tail_cache_misses = tail_cache_misses_.load(std::memory_order_relaxed);
     stats.retention = record_.options.retention;
@@ -584,7 +589,7 @@ class StreamImpl final : public Stream {
                   absl::StrFormat("stream %s: ledger %d is closed but not sealed yet (%s); it is "
                                   "sealed at a later roll-over or close",
                                   name_, id, sealed.status().ToString()));
-      unsealed_.push_back({id, count});
+      unsealed_.push_back({id, writer_first_offset_, count});
       return absl::OkStatus();
     }
     return CheckSealed(id, sealed.ok() ? (*sealed == kNoEntry ? 0 : *sealed + 1) : sealed, count);
@@ -692,6 +697,7 @@ class StreamImpl final : public Stream {
   // Ledgers the record has closed that a full disk kept from being sealed (SealWriter).
   struct Unsealed {
     uint64_t ledger_id = 0;
+    uint64_t first_offset = 0;
     uint64_t entry_count = 0;
   };
   std::vector<Unsealed> unsealed_;

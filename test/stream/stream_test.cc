@@ -492,11 +492,14 @@ TEST_CASE("A stream whose disk fills at any step of a roll-over appends again on
           "[stream][disk]") {
   // The disk fills at a different point of the appends and roll-overs for each capacity (in
   // this range, among others, between a roll-over's new ledger and the seal of the old one).
-  for (uint64_t capacity = 40 * 1024; capacity < 90 * 1024; capacity += 320) {
-    INFO("capacity " << capacity);
+  // Under async durability the file system then crashes, and what the stream counted as
+  // durable must be there.
+  for (const Durability durability : {Durability::kSync, Durability::kAsync})
+  for (uint64_t capacity = 40 * 1024; capacity < 90 * 1024; capacity += 448) {
+    INFO("capacity " << capacity << (durability == Durability::kSync ? ", sync" : ", async"));
     auto base = NewMemoryFileSystem();
     auto fs = NewFaultInjectionFileSystem(base.get());
-    World world(fs.get());
+    World world(fs.get(), durability);
     StreamOptions options;
     options.ledger_max_bytes = 4096;
     auto stream = Unwrap(world.streams().Create("s", options));
@@ -516,6 +519,19 @@ TEST_CASE("A stream whose disk fills at any step of a roll-over appends again on
     }
     INFO(full.ToString());
     REQUIRE(absl::IsResourceExhausted(full));
+    // What the stream counts as durable is what a crash now cannot take back.
+    const uint64_t durable = stream->stats().durable_end_offset;
+    if (durability == Durability::kSync) REQUIRE(durable == end);
+    if (durability == Durability::kAsync) {
+      stream.reset();
+      REQUIRE(fs->SimulateCrash().ok());
+      fs->SetFaults({});
+      world.Reopen();
+      stream = Unwrap(world.streams().Open("s"));
+      end = stream->stats().end_offset;
+      REQUIRE(end >= durable);
+      CheckRange(*stream, 0, end);
+    }
     fs->SetFaults({});
     for (int i = 0; i < 20; ++i) {
       BatchBuilder batch;
