@@ -217,6 +217,10 @@ class StreamImpl final : public Stream {
     if (closed_) {
       return refuse(absl::FailedPreconditionError(absl::StrCat("stream ", name_, " is closed")));
     }
+    if (!recovery_pending_.ok()) {
+      absl::Status recovered = RetryRecovery();
+      if (!recovered.ok()) return refuse(std::move(recovered));
+    }
     if (writer_ == nullptr || NeedsRoll(entry_count, size_bytes)) {
       absl::Status rolled = Roll();
       if (!rolled.ok()) return refuse(std::move(rolled));
@@ -341,7 +345,7 @@ class StreamImpl final : public Stream {
     stats.first_offset = record_.first_offset();
     stats.ledgers = record_.ledgers.size();
     for (const LedgerRange& l : record_.ledgers) stats.size_bytes += l.size_bytes;
-    stats.size_bytes += writer_ != nullptr ? WriterBytes() : 0;
+    stats.size_bytes += (writer_ != nullptr ? WriterBytes() : 0) + unrecovered_bytes_;
     stats.end_offset = end_offset();
     uint64_t durable = stats.end_offset;
     if (!ledgers_->acknowledged_means_durable()) {
@@ -349,6 +353,11 @@ class StreamImpl final : public Stream {
       // are those a full disk left unsealed.
       if (!unsealed_.empty()) durable = std::min(durable, unsealed_.front().first_offset);
       if (writer_ != nullptr) durable = std::min(durable, writer_first_offset_);
+      // A recovery a full disk put off has sealed nothing yet: the last ledger may not be
+      // synced.
+      if (!recovery_pending_.ok() && !record_.ledgers.empty()) {
+        durable = std::min(durable, record_.ledgers.back().first_offset);
+      }
     }
     stats.durable_end_offset = durable;
     stats.tail_cache_hits = tail_cache_hits_.load(std::memory_order_relaxed);
@@ -462,6 +471,8 @@ class StreamImpl final : public Stream {
 
   // Recovers the stream after a previous owner: seals the ledger it was writing where its
   // acknowledged entries end, checks the last closed ledger, and finishes interrupted deletes.
+  // On a full disk (kResourceExhausted) the stream opens for reading all the same, up to what
+  // its ledgers confirm, and its appends finish the recovery first (RetryRecovery).
   absl::Status Recover();
   absl::StatusOr<uint64_t> SealOrFence(const LedgerInfo& info);
 
@@ -664,6 +675,15 @@ class StreamImpl final : public Stream {
 
   absl::StatusOr<RetentionReport> ApplyRetentionLocked();
 
+  // mu_ held: Recover()'s work, which may be run again until it succeeds.
+  absl::Status RecoverLocked();
+  // mu_ held: where reads end while a full disk holds up the recovery: what the last ledger
+  // confirms (a crashed owner's open ledger, or a closed one that a crash cut short).
+  absl::StatusOr<uint64_t> ConfirmedEnd();
+  // mu_ held: tries again the recovery a full disk put off; kResourceExhausted while the disk
+  // is still full. Any other failure stops the stream.
+  absl::Status RetryRecovery();
+
   friend class CursorImpl;
   friend class StreamReaderImpl;
 
@@ -676,6 +696,9 @@ class StreamImpl final : public Stream {
   StreamRecord record_;
   uint64_t record_version_;
   absl::Status failed_;  // Set once the stream can no longer be appended to.
+  // Why Recover() could not finish (a full disk); OK once it has. Appends retry it first.
+  absl::Status recovery_pending_;
+  uint64_t unrecovered_bytes_ = 0;  // meanwhile, the bytes of the open ledger it has to seal
   // The first error of an append since the last Flush() that the ledger writer will not report
   // (its Flush() was called by a roll-over's drain, or the append never reached it).
   absl::Status append_error_;
@@ -740,6 +763,52 @@ absl::StatusOr<uint64_t> StreamImpl::SealOrFence(const LedgerInfo& info) {
 absl::Status StreamImpl::Recover() {
   std::lock_guard lock(mu_);
   set_cursor_persist_interval(record_.options.cursor_persist_interval);
+  absl::Status recovered = RecoverLocked();
+  if (!absl::IsResourceExhausted(recovered)) return recovered;
+  // Sealing and recording need a little space; reading needs none. Readers get what the
+  // ledgers confirm, and the first append finishes the recovery once space has returned.
+  CAIRN_ASSIGN_OR_RETURN(const uint64_t end, ConfirmedEnd());
+  {
+    std::lock_guard tail(tail_mu_);
+    end_offset_ = end;
+  }
+  recovery_pending_ = recovered;
+  owner_->log(LogLevel::kWarning,
+              absl::StrFormat("stream %s: open for reading only until space returns; its "
+                              "recovery could not write (%s)",
+                              name_, recovered.ToString()));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> StreamImpl::ConfirmedEnd() {
+  if (record_.ledgers.empty()) return record_.next_offset;
+  const LedgerRange& last = record_.ledgers.back();
+  CAIRN_ASSIGN_OR_RETURN(const LedgerInfo info, ledgers_->GetLedgerInfo(last.ledger_id));
+  const uint64_t count = info.last_add_confirmed == kNoEntry ? 0 : info.last_add_confirmed + 1;
+  // The record counts no bytes for a ledger it has not closed.
+  unrecovered_bytes_ = last.closed ? 0 : info.size_bytes;
+  return last.first_offset + (last.closed ? std::min(count, last.entry_count) : count);
+}
+
+absl::Status StreamImpl::RetryRecovery() {
+  absl::Status recovered = RecoverLocked();
+  if (absl::IsResourceExhausted(recovered)) return recovered;
+  recovery_pending_ = absl::OkStatus();
+  unrecovered_bytes_ = 0;
+  if (!recovered.ok()) {
+    failed_ = recovered;
+    return failed_;
+  }
+  {
+    std::lock_guard tail(tail_mu_);
+    end_offset_ = record_.next_offset;
+  }
+  tail_changed_.notify_all();
+  owner_->log(LogLevel::kInfo, absl::StrFormat("stream %s: recovered; appends resume", name_));
+  return absl::OkStatus();
+}
+
+absl::Status StreamImpl::RecoverLocked() {
   StreamRecord next = record_;
   bool changed = false;
   // The ledger the previous owner was writing: seal it where its confirmed entries end.
@@ -1137,7 +1206,8 @@ absl::Status Streams::Delete(std::string_view name) {
     }
   }
   // Opening recovers the stream (seals what a crashed owner left open); closing it again
-  // leaves every ledger sealed and listed.
+  // leaves every ledger listed (and sealed, unless a full disk put the recovery off: its
+  // ledgers are deleted all the same).
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream, Open(name));
   CAIRN_RETURN_IF_ERROR(stream->Close());
   stream.reset();

@@ -229,6 +229,54 @@ TEST_CASE("A stream recovers after its owner stopped without closing it", "[stre
   CheckRange(*stream, 0, 15);
 }
 
+TEST_CASE("A stream left open by a crash opens on a full disk for reading, and appends once "
+          "space returns", "[stream][disk]") {
+  for (const Durability durability : {Durability::kSync, Durability::kAsync})
+  for (const bool rolled : {false, true}) {
+    INFO((durability == Durability::kSync ? "sync" : "async") << (rolled ? ", rolled" : ""));
+    auto base = NewMemoryFileSystem();
+    auto fs = NewFaultInjectionFileSystem(base.get());
+    World world(fs.get(), durability);
+    StreamOptions options;
+    options.ledger_max_entries = rolled ? 16 : 1000;
+    auto stream = Unwrap(world.streams().Create("s", options));
+    for (uint64_t offset = 0; offset < 40; offset += 8) AppendValues(*stream, offset, 8);
+    REQUIRE(stream->Flush().ok());
+    const uint64_t size_bytes = stream->stats().size_bytes;
+    REQUIRE(size_bytes > 0);
+    // Nothing is sealed: the owner dies with its last ledger open, and the disk is full.
+    REQUIRE(fs->SimulateCrash({.tear_last_write = false, .keep_unsynced_probability = 1}).ok());
+    stream.reset();
+    fs->SetFaults({.no_space_probability = 1});
+    world.Reopen();
+    stream = Unwrap(world.streams().Open("s"));
+    REQUIRE(stream->stats().end_offset == 40);
+    CheckRange(*stream, 0, 40);
+    REQUIRE(stream->stats().size_bytes == size_bytes);
+    // Until the recovery has sealed and recorded that ledger, nothing counts as durable beyond
+    // the ledgers before it.
+    if (durability == Durability::kAsync) {
+      REQUIRE(stream->stats().durable_end_offset <= (rolled ? 32u : 0u));
+    }
+    BatchBuilder batch;
+    AddValues(batch, 40, 8);
+    REQUIRE(absl::IsResourceExhausted(stream->Append(batch).status()));
+    REQUIRE(absl::IsResourceExhausted(stream->Append(batch).status()));
+    REQUIRE(stream->stats().end_offset == 40);
+    fs->SetFaults({});
+    REQUIRE(stream->Append(batch).value().first_offset == 40);
+    AppendValues(*stream, 48, 8);
+    CheckRange(*stream, 0, 56);
+    REQUIRE(stream->stats().durable_end_offset >= (durability == Durability::kSync ? 56u : 40u));
+    REQUIRE(stream->Close().ok());
+    stream.reset();
+    world.Reopen();
+    stream = Unwrap(world.streams().Open("s"));
+    REQUIRE(stream->stats().end_offset == 56);
+    CheckRange(*stream, 0, 56);
+  }
+}
+
 TEST_CASE("Stream reads: trimmed, past the end, tailing", "[stream][concurrency]") {
   auto fs = NewMemoryFileSystem();
   World world(fs.get());
