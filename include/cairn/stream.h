@@ -55,6 +55,8 @@ struct RetentionPolicy {
   bool delete_acknowledged = false;
   // Never delete a ledger holding an entry that some cursor has not acknowledged.
   bool keep_unacknowledged = false;
+
+  bool operator==(const RetentionPolicy&) const = default;
 };
 
 struct StreamOptions {

@@ -155,12 +155,10 @@ absl::Status Broker::CreateTopic(std::string_view name, const TopicSettings& set
   std::lock_guard lock(mu_);
   // The record first: it is what makes the topic exist. A crash (or a failure) before every
   // stream is created leaves a topic whose missing streams are created, with the settings the
-  // record keeps, when it is opened.
+  // record keeps, when it is opened, or by a second create with the same settings.
   absl::StatusOr<uint64_t> put =
       metadata_->Put(TopicKey(name), EncodeTopicRecord(settings), kNewKey);
-  if (absl::IsAborted(put.status())) {
-    return absl::AlreadyExistsError(absl::StrCat("topic ", Sv(name), " already exists"));
-  }
+  if (absl::IsAborted(put.status())) return FinishCreateLocked(name, settings);
   if (!put.ok()) return put.status();
   auto topic = std::make_shared<Topic>();
   topic->name = std::string(name);
@@ -175,12 +173,48 @@ absl::Status Broker::CreateTopic(std::string_view name, const TopicSettings& set
       }
       stream = streams_.Create(PartitionStreamName(name, i), stream_options);
     }
-    if (!stream.ok()) return stream.status();
+    if (!stream.ok()) return PartitionNotCreated(name, i, stream.status());
     partition->stream = *std::move(stream);
     topic->partitions.push_back(std::move(partition));
   }
   topics_.emplace(topic->name, std::move(topic));
   return absl::OkStatus();
+}
+
+absl::Status Broker::FinishCreateLocked(std::string_view name, const TopicSettings& settings) {
+  const absl::Status exists =
+      absl::AlreadyExistsError(absl::StrCat("topic ", Sv(name), " already exists"));
+  if (topics_.contains(name)) return exists;  // open, so complete
+  absl::StatusOr<VersionedValue> record = metadata_->Get(TopicKey(name));
+  if (absl::IsNotFound(record.status())) return exists;  // deleted meanwhile by another proxy
+  if (!record.ok()) return record.status();
+  absl::StatusOr<TopicSettings> stored = DecodeTopicRecord(name, record->value);
+  if (!stored.ok() || !(*stored == settings)) return exists;
+  std::vector<uint32_t> missing;
+  for (uint32_t i = 0; i < settings.partitions; ++i) {
+    absl::StatusOr<std::unique_ptr<Stream>> stream = streams_.Open(PartitionStreamName(name, i));
+    if (absl::IsNotFound(stream.status())) {
+      missing.push_back(i);
+    } else if (!stream.ok()) {
+      return stream.status();
+    }
+  }
+  if (missing.empty()) return exists;
+  for (const uint32_t i : missing) {
+    absl::StatusOr<std::unique_ptr<Stream>> stream =
+        streams_.Create(PartitionStreamName(name, i), PartitionOptions(settings));
+    if (!stream.ok()) return PartitionNotCreated(name, i, stream.status());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Broker::PartitionNotCreated(std::string_view name, uint32_t partition,
+                                         const absl::Status& cause) {
+  return absl::Status(cause.code(),
+                      absl::StrCat("topic ", Sv(name), " exists, but its partition ", partition,
+                                   " could not be created: ", cause.message(),
+                                   "; creating the topic again with the same settings, or "
+                                   "opening it, finishes it"));
 }
 
 absl::StatusOr<std::shared_ptr<Topic>> Broker::OpenLocked(std::string_view name) {

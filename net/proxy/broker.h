@@ -44,6 +44,8 @@ struct TopicSettings {
   uint32_t partitions = 1;
   uint64_t ledger_max_bytes = 0;  // 0: the stream default
   RetentionPolicy retention;
+
+  bool operator==(const TopicSettings&) const = default;
 };
 
 // Which rules of a retention policy a change sets; the others stay as they are.
@@ -234,6 +236,13 @@ class Broker {
 
  private:
   absl::StatusOr<std::shared_ptr<Topic>> OpenLocked(std::string_view name);  // mu_ held
+  // mu_ held: a create found `name`'s record. A create that stopped after writing it (a full
+  // disk, a crash) left partitions missing: with the same settings, this creates them. Otherwise
+  // (other settings, or nothing missing) kAlreadyExists.
+  absl::Status FinishCreateLocked(std::string_view name, const TopicSettings& settings);
+  // The error of a create that wrote the topic's record but not its partition `partition`.
+  static absl::Status PartitionNotCreated(std::string_view name, uint32_t partition,
+                                          const absl::Status& cause);
   absl::Status CloseTopic(Topic& topic);
   Partition* CompactorOf(Topic& topic, uint32_t partition, absl::Status* status);
   // Registers what a read returned as delivered to `consumer`; sub.mu held.
