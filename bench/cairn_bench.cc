@@ -238,6 +238,10 @@ struct Case {
   uint32_t appenders = 1;
   Durability durability = Durability::kAsync;
   bool pipelined = true;  // AppendAsync back to back; else blocking Append.
+  // Instead of one thread per appender: one thread drives every appender (one per ledger), each
+  // with one append in flight, the next made when its acknowledgement comes back (as an event
+  // loop, the proxy's, drives the store).
+  bool one_thread = false;
   // Append through streams (one per ledger) instead of to ledgers, and compare with the named
   // ledger case of this run (ratio_vs_ledger).
   bool through_streams = false;
@@ -314,6 +318,15 @@ std::vector<Case> AllCases() {
        .appenders = 64,
        .durability = Durability::kSync,
        .pipelined = false});
+  add({.name = "append_sync_64x1KiB_loop",
+       .summary = "append_sync_64x1KiB, the 64 appenders driven from one thread: each makes "
+                  "its next append when the last one is acknowledged",
+       .entries = 64 * 500,
+       .ledgers = 64,
+       .appenders = 64,
+       .durability = Durability::kSync,
+       .pipelined = false,
+       .one_thread = true});
   add({.name = "read_catchup",
        .kind = Kind::kCatchUpRead,
        .summary = "append 512 MiB (1 KiB x 64), close, evict, reopen, read it all back",
@@ -767,6 +780,80 @@ void RunAppender(Appender& appender, const Case& c, const Payload& payload, std:
   }
 }
 
+// c.one_thread: one appender per ledger, all driven from this thread, each with one append in
+// flight. The store's callbacks only hand the acknowledgement back (they must not block, and an
+// append may wait for room); this thread makes the next append of each acknowledged appender.
+absl::StatusOr<AppendOutcome> RunLoopAppends(Store& store, const Case& c,
+                                             const std::vector<uint64_t>& ledgers,
+                                             const Payload& payload, Progress& progress) {
+  struct LoopAppender {
+    std::unique_ptr<LedgerWriter> writer;
+    uint64_t batches_left = 0;
+    uint64_t next_index = 0;
+    Clock::time_point sent;
+  };
+  const uint64_t batches = c.entries / c.batch_entries;
+  std::vector<LoopAppender> appenders(ledgers.size());
+  for (size_t a = 0; a < ledgers.size(); ++a) {
+    CAIRN_ASSIGN_OR_RETURN(appenders[a].writer, store.OpenWriter(ledgers[a]));
+    appenders[a].batches_left = batches / ledgers.size() + (a < batches % ledgers.size() ? 1 : 0);
+  }
+  std::mutex mu;
+  std::condition_variable acknowledged;
+  std::vector<size_t> ready;  // appenders whose append completed, guarded by mu
+  absl::Status status;        // the first failure, guarded by mu
+  BatchBuilder batch;
+  uint64_t in_flight = 0;
+  uint64_t index = 0;
+  const auto send = [&](size_t a) -> absl::Status {
+    LoopAppender& appender = appenders[a];
+    CAIRN_RETURN_IF_ERROR(FillBatch(batch, payload, index, c.batch_entries, c.entry_bytes));
+    index += c.batch_entries;
+    --appender.batches_left;
+    ++in_flight;
+    appender.sent = Clock::now();
+    appender.writer->AppendAsync(batch, [&, a](absl::StatusOr<AppendResult> result) {
+      {
+        std::lock_guard lock(mu);
+        if (!result.ok() && status.ok()) status = result.status();
+        ready.push_back(a);
+      }
+      acknowledged.notify_one();
+    });
+    return absl::OkStatus();
+  };
+  AppendOutcome outcome;
+  absl::Status failed;
+  std::vector<size_t> batch_of_ready;
+  const Clock::time_point begin = Clock::now();
+  for (size_t a = 0; a < appenders.size() && failed.ok(); ++a) {
+    if (appenders[a].batches_left > 0) failed = send(a);
+  }
+  while (in_flight > 0) {
+    {
+      std::unique_lock lock(mu);
+      acknowledged.wait(lock, [&] { return !ready.empty(); });
+      batch_of_ready.swap(ready);
+      if (failed.ok()) failed = status;
+    }
+    const Clock::time_point now = Clock::now();
+    for (const size_t a : batch_of_ready) {
+      --in_flight;
+      ++outcome.appends;
+      outcome.latency_ns.Record(Nanoseconds(now - appenders[a].sent));
+      progress.Add(c.batch_entries);
+      if (failed.ok() && appenders[a].batches_left > 0) failed = send(a);
+    }
+    batch_of_ready.clear();
+  }
+  outcome.seconds = Seconds(Clock::now() - begin);
+  appenders.clear();  // nothing in flight: the writers go before what their callbacks use
+  CAIRN_RETURN_IF_ERROR(failed);
+  outcome.entries = outcome.appends * c.batch_entries;
+  outcome.payload_bytes = outcome.entries * c.entry_bytes;
+  return outcome;
+}
+
 // Appends c.entries (rounded down to whole batches) to `ledgers` (or to `streams`, if given) with
 // c.appenders threads, and destroys the writers before returning. Appender a writes ledgers a,
 // a + appenders, ... in turn.
@@ -774,6 +861,7 @@ absl::StatusOr<AppendOutcome> RunAppends(Store& store, const Case& c,
                                          const std::vector<uint64_t>& ledgers,
                                          const Payload& payload, Progress& progress,
                                          const std::vector<Stream*>& streams = {}) {
+  if (c.one_thread && streams.empty()) return RunLoopAppends(store, c, ledgers, payload, progress);
   const uint64_t batches = c.entries / c.batch_entries;
   std::vector<std::unique_ptr<Appender>> appenders;
   for (uint32_t a = 0; a < c.appenders; ++a) {
@@ -915,7 +1003,7 @@ void AddSetup(Report& r, const Context& ctx, const Case& c) {
   if (IsRaw(c.kind)) return;
   r.Int("ledgers", c.ledgers);
   r.Int("appenders", c.appenders);
-  if (!IsOpen(c.kind)) r.Text("api", c.pipelined ? "async" : "blocking");
+  if (!IsOpen(c.kind)) r.Text("api", c.one_thread ? "loop" : c.pipelined ? "async" : "blocking");
   if (ctx.segment_bytes != 0) r.Int("segment_bytes", static_cast<int64_t>(ctx.segment_bytes));
   r.Int("journal", absl::GetFlag(FLAGS_journal) ? 1 : 0);
   if (!absl::GetFlag(FLAGS_sync_file_system)) r.Int("sync_file_system", 0);
