@@ -87,6 +87,7 @@ int UsageError(const char* command, std::string_view message) {
 absl::StatusOr<std::unique_ptr<Client>> Connect() {
   ClientOptions options;
   options.address = absl::GetFlag(FLAGS_proxy);
+  options.reconnect_timeout = std::chrono::milliseconds(absl::GetFlag(FLAGS_reconnect_timeout_ms));
   options.log = [](LogLevel level, std::string_view message) {
     absl::FPrintF(stderr, "cairn: %s: %s\n", LogLevelName(level), message);
   };
@@ -950,7 +951,11 @@ int RunPerfProduce() {
                                   std::chrono::duration<double>(duration));
   net::OutgoingMessage message;
   message.value = value;
-  for (uint64_t i = 0; (messages == 0 || i < messages) && !interrupted.load(); ++i) {
+  // Stops at the first failed send: the figures would not measure the proxy any more (and
+  // with the proxy gone for good, each max_pending_bytes of messages would wait out another
+  // reconnect_timeout before failing).
+  for (uint64_t i = 0;
+       (messages == 0 || i < messages) && !interrupted.load() && tally.failed() == 0; ++i) {
     if (rate > 0) {
       const auto due = start + std::chrono::duration_cast<Clock::duration>(
                                    std::chrono::duration<double>(static_cast<double>(i) / rate));

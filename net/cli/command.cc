@@ -75,6 +75,7 @@ const Command kCommands[] = {
             "Exit status: 0 every message acknowledged, 2 otherwise (the first error is\n"
             "printed).\n",
         .flags = {{"proxy", "HOST:PORT", false},
+                  {"reconnect_timeout_ms", "MS", false},
                   {"file", "F", false},
                   {"key", "K", false},
                   {"key_separator", "SEP", false}},
@@ -98,6 +99,7 @@ const Command kCommands[] = {
             "\n"
             "Exit status: 0, or 2 if the command could not run.\n",
         .flags = {{"proxy", "HOST:PORT", false},
+                  {"reconnect_timeout_ms", "MS", false},
                   {"subscription", "S", true},
                   {"type", "TYPE", false},
                   {"start", "POS", false},
@@ -239,8 +241,12 @@ const Command kCommands[] = {
             "in DIR (--durability), which is the baseline to compare the proxy with. Its CPU\n"
             "figures then include the store's; through a proxy they are the client's alone.\n"
             "\n"
+            "It stops at the first send that fails (the proxy gone for longer than\n"
+            "--reconnect-timeout-ms, say), and reports what was acknowledged until then.\n"
+            "\n"
             "Exit status: 0, or 2 if a send failed or the command could not run.\n",
         .flags = {{"proxy", "HOST:PORT", false},
+                  {"reconnect_timeout_ms", "MS", false},
                   {"rate", "R", false},
                   {"size", "BYTES", false},
                   {"messages", "N", false},
@@ -274,6 +280,7 @@ const Command kCommands[] = {
             "\n"
             "Exit status: 0, or 2 if the command could not run.\n",
         .flags = {{"proxy", "HOST:PORT", false},
+                  {"reconnect_timeout_ms", "MS", false},
                   {"subscription", "S", true},
                   {"type", "TYPE", false},
                   {"start", "POS", false},

@@ -13,6 +13,9 @@ ABSL_FLAG(bool, json, false, "Print the result as one JSON object on standard ou
 
 ABSL_FLAG(std::string, proxy, "127.0.0.1:7020",
           "host:port of the proxy (cairnd proxy or cairnd standalone).");
+ABSL_FLAG(uint64_t, reconnect_timeout_ms, 30000,
+          "After losing the proxy, try to reconnect for this long before failing the sends "
+          "and receives that wait for it.");
 ABSL_FLAG(std::string, file, "", "Read the messages from this file, one per line, not stdin.");
 ABSL_FLAG(std::string, key, "", "The key of every message (without it, messages have no key "
           "and are dealt to the partitions in turn).");

@@ -16,6 +16,7 @@ ABSL_DECLARE_FLAG(bool, json);
 
 // Against a proxy.
 ABSL_DECLARE_FLAG(std::string, proxy);
+ABSL_DECLARE_FLAG(uint64_t, reconnect_timeout_ms);
 ABSL_DECLARE_FLAG(std::string, file);
 ABSL_DECLARE_FLAG(std::string, key);
 ABSL_DECLARE_FLAG(std::string, key_separator);

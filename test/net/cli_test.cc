@@ -473,6 +473,44 @@ TEST_CASE("cli: topics, produce, consume, stats and perf against cairnd standalo
   CHECK(run.out.find("0 topic(s)") != std::string::npos);
 }
 
+// The number after `key=` in a result line (0 if missing).
+uint64_t Field(const std::string& line, const std::string& key) {
+  const size_t at = line.find(" " + key + "=");
+  if (at == std::string::npos) return 0;
+  return std::stoull(line.substr(at + key.size() + 2));
+}
+
+TEST_CASE("cli: perf produce stops at the first failed send", "[cli][daemon]") {
+  Fixture f;
+  net::testing::Daemon daemon({"standalone", "--data-dir", f.temp.path() + "/standalone", "--listen",
+                               "127.0.0.1:0", "--metrics-listen", "none"},
+                              f.temp.path() + "/cairnd.log");
+  const std::string proxy = daemon.address();
+  REQUIRE(Cairn(f.scratch, {"topics", "create", "t", "--proxy", proxy}).status == 0);
+  // The proxy goes away for good a second into a run of a billion messages. Once the client
+  // has given up reconnecting (after 300 ms), the sends waiting for it fail, and the run stops
+  // there, rather than sending on into failures, each max_pending_bytes of them waiting for
+  // another reconnect to give up.
+  std::thread stopper([&daemon] {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    daemon.SendTerminate();
+  });
+  const Run run = Cairn(f.scratch, {"perf", "produce", "t", "--messages", "1000000000",
+                                    "--reconnect-timeout-ms", "300", "--proxy", proxy});
+  stopper.join();
+  CHECK(run.status == 2);
+  CHECK(run.err.find("UNAVAILABLE") != std::string::npos);
+  CHECK(run.err.find("could not reconnect within 300 ms") != std::string::npos);
+  const uint64_t acknowledged = Field(" " + run.out, "case");
+  const uint64_t failed = Field(run.out, "failed");
+  CHECK(acknowledged > 0);
+  CHECK(failed > 0);
+  // The messages sent, answered all: far fewer than asked for (the producer holds at most
+  // max_pending_bytes, 64 MiB, of them unanswered).
+  CHECK(acknowledged + failed < 100'000'000);
+  CHECK(daemon.WaitExit() == 0);
+}
+
 TEST_CASE("cli: proxy commands' help and usage errors", "[cli]") {
   Fixture f;
   Run run = Cairn(f.scratch, {"--help"});
