@@ -41,7 +41,8 @@ using AppendCallback = std::function<void(absl::StatusOr<AppendResult>)>;
 //  - kInvalidArgument: an empty or malformed batch, or one over a limit.
 //  - kResourceExhausted: the disk is full. Nothing of the append is stored; later appends
 //    resume when space returns. Appends queued behind it on the same ledger fail too, so that
-//    ids stay dense.
+//    ids stay dense: with the same error if the store was writing them in the same round,
+//    with kAborted if they were already queued and the store reached them in a later round.
 //  - kInternal / kUnavailable: an I/O error; after a failed sync the store is read-only and no
 //    append that the sync covered is ever acknowledged.
 class LedgerWriter {
