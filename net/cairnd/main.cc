@@ -25,6 +25,7 @@
 #include "cairn/store.h"
 #include "kj/async-io.h"
 #include "kj/async-unix.h"
+#include "net/event_loop.h"
 #include "net/metrics/metrics.h"
 #include "net/net_status.h"
 #include "net/proxy/proxy.h"
@@ -200,7 +201,7 @@ int RunStore() {
   // thread inherits the mask and the event loop alone receives them.
   kj::UnixEventPort::captureSignal(SIGTERM);
   kj::UnixEventPort::captureSignal(SIGINT);
-  kj::AsyncIoContext io = kj::setupAsyncIo();
+  kj::AsyncIoContext io = SetUpEventLoop();
 
   StoreOptions options = *std::move(flags_options);
   LogFunction log = options.log;
@@ -272,7 +273,7 @@ int RunProxy() {
 
   kj::UnixEventPort::captureSignal(SIGTERM);
   kj::UnixEventPort::captureSignal(SIGINT);
-  kj::AsyncIoContext io = kj::setupAsyncIo();
+  kj::AsyncIoContext io = SetUpEventLoop();
   LogFunction log = StderrLog();
 
   std::unique_ptr<RemoteLedgerSet> ledgers;
@@ -418,7 +419,7 @@ int RunStandalone() {
 
   kj::UnixEventPort::captureSignal(SIGTERM);
   kj::UnixEventPort::captureSignal(SIGINT);
-  kj::AsyncIoContext io = kj::setupAsyncIo();
+  kj::AsyncIoContext io = SetUpEventLoop();
 
   StoreOptions options = *std::move(flags_options);
   LogFunction log = options.log;

@@ -13,6 +13,7 @@
 #include "cairn/net/limits.h"
 #include "kj/async-unix.h"
 #include "kj/debug.h"
+#include "net/event_loop.h"
 
 namespace cairn::net {
 
@@ -179,7 +180,7 @@ void NetworkThread::Main(std::promise<void>& ready) {
   bool signalled = false;
   kj::Maybe<kj::Exception> failed = kj::runCatchingExceptions([&] {
     loop_thread_id_ = std::this_thread::get_id();
-    kj::AsyncIoContext io = kj::setupAsyncIo();
+    kj::AsyncIoContext io = SetUpEventLoop();
     auto stop = kj::newPromiseAndFulfiller<void>();
     io_ = io.provider.get();
     precise_timer_ = std::make_unique<PreciseTimer>(io.unixEventPort);

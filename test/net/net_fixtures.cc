@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "kj/async-io.h"
+#include "net/event_loop.h"
 #include "net/store_node/store_node.h"
 
 namespace cairn::net::testing {
@@ -180,7 +181,7 @@ ServedStore::~ServedStore() {
 std::unique_ptr<RemoteLedgerSet> ServedStore::Connect() const { return ConnectLedgers(address_); }
 
 void ServedStore::Serve(std::promise<std::string>& address) {
-  kj::AsyncIoContext io = kj::setupAsyncIo();
+  kj::AsyncIoContext io = SetUpEventLoop();
   StoreNodeOptions options;
   options.log = NullLog();
   options.max_in_flight_append_bytes = 8 << 20;

@@ -1,11 +1,14 @@
 // Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
 //
-// The client's network thread: its precise delays (what a producer's linger waits on).
+// The client's network thread: its precise delays (what a producer's linger waits on), and what
+// other threads post to it while it is busy.
 #include "net/client/network_thread.h"
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "cairn/log.h"
@@ -88,6 +91,43 @@ TEST_CASE("network thread: a dropped delay fires nothing, and later delays still
       [&] { return thread->AfterDelay(microseconds(100)).then([] { return true; }); });
   REQUIRE(again.ok());
   CHECK(*again);
+  thread->Stop();
+}
+
+// A loop kept busy, and a function posted to it from another thread.
+struct Busy {
+  std::atomic<bool> started{false};
+  std::atomic<bool> seen{false};         // set by the posted function
+  std::atomic<Clock::rep> posted_at{0};  // when it was posted (Clock ticks); 0 before
+};
+
+// On the loop: each turn queues the next before it ends, as a connection whose data keeps
+// arriving does, until the posted function has run (true) or 5 s have passed since it was
+// posted (false).
+kj::Promise<bool> StayBusy(Busy& busy) {
+  busy.started.store(true);
+  if (busy.seen.load()) return true;
+  const Clock::rep posted = busy.posted_at.load();
+  const Clock::time_point posted_at{Clock::duration(posted)};
+  if (posted != 0 && Clock::now() - posted_at > std::chrono::seconds(5)) return false;
+  return kj::evalLater([&busy] { return StayBusy(busy); });
+}
+
+TEST_CASE("network thread: what another thread posts runs while the loop stays busy",
+          "[net][client]") {
+  // KJ's loop looks at events from other threads only once it has nothing queued, unless told
+  // to look every so many events (net/event_loop.h).
+  std::unique_ptr<NetworkThread> thread = StartThread();
+  Busy busy;
+  std::thread poster([&] {
+    while (!busy.started.load()) std::this_thread::yield();
+    busy.posted_at.store(Clock::now().time_since_epoch().count());
+    thread->Post([&busy] { busy.seen.store(true); });
+  });
+  absl::StatusOr<bool> seen = thread->Call<bool>([&] { return StayBusy(busy); });
+  poster.join();
+  REQUIRE(seen.ok());
+  CHECK(*seen);
   thread->Stop();
 }
 

@@ -17,6 +17,7 @@
 #include "cairn/metadata.h"
 #include "cairn/store.h"
 #include "kj/async-io.h"
+#include "net/event_loop.h"
 #include "net/proxy/proxy.h"
 
 namespace cairn::testing {
@@ -66,7 +67,7 @@ class ServedProxy {
 
  private:
   void Serve(std::promise<std::string>& address, ProxyOptions options) {
-    kj::AsyncIoContext io = kj::setupAsyncIo();
+    kj::AsyncIoContext io = net::SetUpEventLoop();
     ProxyServer server(store_.get(), metadata_.get(), io.provider->getTimer(), options);
     kj::Own<kj::ConnectionReceiver> listener =
         io.provider->getNetwork().parseAddress("127.0.0.1", 0).wait(io.waitScope)->listen();
