@@ -397,9 +397,9 @@ constexpr size_t kCacheLineBytes = 64;
 
 // Counts the answers of sends made with SendAsync. Thread-safe. The two counters sit on cache
 // lines of their own: the network thread bumps acknowledged_ for every answer, while the sending
-// thread of `perf produce` reads failed_ before every send. On one line they bounced between the
-// cores for every message (the read took 9% of the machine's time in a proxy run, perf
-// annotate).
+// thread of `perf produce` reads failed_ before every send. On one line, the line moved between
+// the cores with the answers: one profile of a proxy run put 9% of the machine's samples on that
+// read.
 class SendTally {
  public:
   void Answer(const absl::StatusOr<MessageId>& id) {
