@@ -88,7 +88,7 @@ class WriterImpl final : public LedgerWriter {
       append.error = bytes.status();
       return Submit(std::move(append));
     }
-    append.bytes.assign(bytes->begin(), bytes->end());
+    append.bytes = store_->CopyForAppend(*bytes);
     absl::StatusOr<BatchHeader> header = DecodeBatchHeader(*bytes);
     append.max_timestamp_us = header.ok() ? header->max_timestamp_us : INT64_MIN;
     Submit(std::move(append));
@@ -107,7 +107,7 @@ class WriterImpl final : public LedgerWriter {
       return Submit(std::move(append));
     }
     if (!AssignIds(append, view->entry_count())) return Submit(std::move(append));
-    append.bytes.assign(wire.begin(), wire.end());
+    append.bytes = store_->CopyForAppend(wire);
     append.max_timestamp_us = view->max_timestamp_us();
     absl::Status stamped = StampBatch(std::span<char>(append.bytes), ledger_->id,
                                       append.first_entry_id, view->payload_hash());

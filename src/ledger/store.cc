@@ -1277,6 +1277,7 @@ void StoreImpl::RunRound(std::unique_lock<std::mutex>& lock) {
   }
   lock.unlock();
   ProcessGroup(group);
+  for (PendingAppend& append : group) append_buffers_.Give(std::move(append.bytes));
   lock.lock();
   round_running_ = false;
   last_round_appends_ = group.size();

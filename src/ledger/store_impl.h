@@ -26,6 +26,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -176,6 +177,43 @@ class BufferPool {
   std::vector<AlignedBuffer> aligned_;
 };
 
+// The buffers appends copy their batches into, handed back once the round that wrote them has
+// answered them. An appender takes one for every append, and the worker gives it back: without
+// reuse, every append allocated a buffer the size of its batch and another thread freed it, and
+// malloc's search through the freed chunks took about 6% of the proxy's event loop (perf record,
+// 128 KiB batches). Keeps at most `budget_bytes` of spare capacity. Thread-safe.
+class AppendBufferPool {
+ public:
+  explicit AppendBufferPool(uint64_t budget_bytes) : budget_bytes_(budget_bytes) {}
+  // A buffer holding `bytes`.
+  std::vector<char> Take(std::span<const char> bytes) {
+    std::vector<char> b;
+    {
+      std::lock_guard lock(mu_);
+      if (!buffers_.empty()) {
+        b = std::move(buffers_.back());
+        buffers_.pop_back();
+        spare_bytes_ -= b.capacity();
+      }
+    }
+    b.assign(bytes.begin(), bytes.end());
+    return b;
+  }
+  void Give(std::vector<char> b) {
+    if (b.capacity() == 0) return;
+    std::lock_guard lock(mu_);
+    if (spare_bytes_ + b.capacity() > budget_bytes_) return;
+    spare_bytes_ += b.capacity();
+    buffers_.push_back(std::move(b));
+  }
+
+ private:
+  const uint64_t budget_bytes_;
+  std::mutex mu_;
+  uint64_t spare_bytes_ = 0;  // guarded by mu_
+  std::vector<std::vector<char>> buffers_;  // guarded by mu_
+};
+
 // An append on its way through the worker.
 struct PendingAppend {
   std::shared_ptr<Ledger> ledger;
@@ -240,6 +278,10 @@ class StoreImpl final : public Store {
   // last round held a single append: one appender alone then pays no hand-off to the worker and
   // back (two thread wake-ups per append), as a raw write+fdatasync loop pays none.
   void Enqueue(PendingAppend append);
+  // A copy of `batch` for an append, in a buffer an earlier append used if one is spare.
+  std::vector<char> CopyForAppend(std::span<const char> batch) {
+    return append_buffers_.Take(batch);
+  }
   // Seals `ledger` at its last-add-confirmed entry. The caller has no appends in flight.
   absl::StatusOr<uint64_t> SealLedger(const std::shared_ptr<Ledger>& ledger);
   void ReleaseWriter(const std::shared_ptr<Ledger>& ledger);
@@ -415,6 +457,9 @@ class StoreImpl final : public Store {
   uint64_t io_round_ = 0;  // Numbers the worker's rounds of requests (see ProcessGroup).
   BufferPool buffers_{uint64_t{64} << 20};
   std::vector<char> journal_buffer_;
+  // Appends' copies of their batches (WriterImpl), given back by RunRound: a few rounds' worth
+  // at the usual batch sizes.
+  AppendBufferPool append_buffers_{uint64_t{16} << 20};
   std::thread worker_;
 
   // Files no longer needed, removed by a thread of their own rather than by the round that
