@@ -910,6 +910,12 @@ int RunPerfEmbedded(const char* kCommand, const std::string& dir) {
 
 int RunPerfProduce() {
   constexpr const char* kCommand = "perf produce";
+  // Checked before anything starts, in both modes: a message of this size could never be sent.
+  if (absl::GetFlag(FLAGS_size) > net::kMaxMessageKeyValueBytes) {
+    return UsageError(kCommand, absl::StrFormat("--size %d is over the largest message, %d bytes",
+                                                absl::GetFlag(FLAGS_size),
+                                                net::kMaxMessageKeyValueBytes));
+  }
   if (const std::string dir = absl::GetFlag(FLAGS_embedded); !dir.empty()) {
     return RunPerfEmbedded(kCommand, dir);
   }

@@ -59,7 +59,7 @@ constexpr kj::Duration kReceiveRetryDelay = 200 * kj::MILLISECONDS;
 constexpr size_t kMessageOverhead = 32;
 // Key and value bytes of one message: what is left of an entry (kMaxEntryBytes) after its
 // framing (at most 32 bytes: lengths, attributes, timestamp) and the producer stamp.
-constexpr size_t kMaxKeyAndValueBytes = kMaxEntryBytes - 32 - kProducerStampBytes;
+static_assert(kMaxMessageKeyValueBytes == kMaxEntryBytes - 32 - kProducerStampBytes);
 
 int64_t NowUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -503,12 +503,12 @@ class ProducerCore final : public SessionUser {
     if (thread_.OnLoopThread()) return done(thread_.CalledFromCallback());
     const uint64_t bytes =
         message.value.size() + (message.key ? message.key->size() : 0) + kMessageOverhead;
-    if (bytes - kMessageOverhead > kMaxKeyAndValueBytes) {
+    if (bytes - kMessageOverhead > kMaxMessageKeyValueBytes) {
       // Checked here, so that a message fits whether or not it opens a batch (and carries the
       // producer stamp).
       return done(absl::InvalidArgumentError(
           absl::StrCat("a message's key and value hold ", bytes - kMessageOverhead,
-                       " bytes, over the limit of ", kMaxKeyAndValueBytes)));
+                       " bytes, over the limit of ", kMaxMessageKeyValueBytes)));
     }
     bool post = false;
     std::optional<uint32_t> start_linger;

@@ -531,6 +531,21 @@ TEST_CASE("cli: proxy commands' help and usage errors", "[cli]") {
   CHECK(run.status == 2);
   CHECK(run.err.find("--subscription is required") != std::string::npos);
   CHECK(Cairn(f.scratch, {"consume", "t", "--subscription", "s", "--type", "odd"}).status == 2);
+  // A message larger than the largest one is refused before anything starts: no proxy is
+  // needed (nothing listens there), no store is made, and no result line is printed.
+  for (const std::vector<std::string>& mode :
+       {std::vector<std::string>{"--proxy", "127.0.0.1:1"},
+        std::vector<std::string>{"--embedded", f.scratch + "/perf"}}) {
+    std::vector<std::string> args = {"perf", "produce", "t", "--messages", "1", "--size",
+                                     "4194241"};
+    args.insert(args.end(), mode.begin(), mode.end());
+    run = Cairn(f.scratch, args);
+    CHECK(run.status == 2);
+    CHECK(run.err.find("--size 4194241 is over the largest message, 4194240 bytes") !=
+          std::string::npos);
+    CHECK(run.out.empty());
+  }
+  CHECK(!std::filesystem::exists(f.scratch + "/perf"));
   // Nothing listens there.
   run = Cairn(f.scratch, {"topics", "list", "--proxy", "127.0.0.1:1"});
   CHECK(run.status == 2);

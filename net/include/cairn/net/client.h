@@ -22,7 +22,7 @@
 // stored before and answers with the offsets it got then instead of storing it twice; where it
 // no longer knows them, the message's id has offset kUnknownOffset. Within the bounds in
 // docs/proxy.md ("De-duplication") a message is stored once; beyond them, at least once. A
-// message's key and value may hold at most kMaxEntryBytes - 64 bytes. A consumer resubscribes
+// message's key and value may hold at most kMaxMessageKeyValueBytes. A consumer resubscribes
 // and acknowledges again what it acknowledged and the proxy had not yet persisted, before it
 // receives anything, so a message the application acknowledged is not delivered to it again.
 // The consumer asks the proxy to persist its acknowledgements every 500 ms while it has new
@@ -70,6 +70,10 @@ struct ClientOptions {
 // The offset of a MessageId for a message that was stored by an earlier send whose answer was
 // lost, when the proxy no longer knows where (see "Delivery guarantees").
 inline constexpr uint64_t kUnknownOffset = UINT64_MAX;
+
+// The most a message's key and value may hold together: an entry of the batch format
+// (kMaxEntryBytes, 4 MiB, in cairn/batch.h) less its framing and the producer's stamp.
+inline constexpr size_t kMaxMessageKeyValueBytes = (size_t{4} << 20) - 64;
 
 // Where a message lives: its topic partition and offset (kUnknownOffset: stored, place unknown).
 struct MessageId {
