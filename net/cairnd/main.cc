@@ -201,7 +201,6 @@ int RunStore() {
   // thread inherits the mask and the event loop alone receives them.
   kj::UnixEventPort::captureSignal(SIGTERM);
   kj::UnixEventPort::captureSignal(SIGINT);
-  kj::AsyncIoContext io = SetUpEventLoop();
 
   StoreOptions options = *std::move(flags_options);
   LogFunction log = options.log;
@@ -226,26 +225,35 @@ int RunStore() {
   }
 
   int exit_code = 0;
-  kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&] {
-    // Before the server, which registers its metrics in it.
-    MetricsRegistry registry;
-    StoreNodeOptions node_options;
-    node_options.log = log;
-    node_options.metrics = &registry;
-    // Half the store's budget: what the node hands over never makes the store's own
-    // back-pressure block the event loop.
-    node_options.max_in_flight_append_bytes = options.max_in_flight_bytes / 2;
-    node_options.metadata = metadata.get();
-    StoreNodeServer server(store->get(), node_options);
+  {
+    // The event loop ends before the store closes. Once the server has shut down, no append is
+    // in flight, but the loop may still hold what is left of calls a dropped connection
+    // cancelled, with the capabilities they were made on (a ledger writer's among them); they
+    // go when the loop is destroyed, and a ledger writer's destructor needs its store. (ASan
+    // caught that use after free when SIGTERM came in the middle of appends.)
+    kj::AsyncIoContext io = SetUpEventLoop();
+    const kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&] {
+      // Before the server, which registers its metrics in it.
+      MetricsRegistry registry;
+      StoreNodeOptions node_options;
+      node_options.log = log;
+      node_options.metrics = &registry;
+      // Half the store's budget: what the node hands over never makes the store's own
+      // back-pressure block the event loop.
+      node_options.max_in_flight_append_bytes = options.max_in_flight_bytes / 2;
+      node_options.metadata = metadata.get();
+      StoreNodeServer server(store->get(), node_options);
 
-    ServeUntilSignal(
-        io, server, "store node", listen, kDefaultStorePort, registry, metrics_listen,
-        kDefaultMetricsPort, log,
-        absl::StrCat("(data dir ", data_dir, ", metadata ", metadata ? metadata_dir : "none", ")"));
-  });
-  KJ_IF_MAYBE (exception, failure) {
-    log(LogLevel::kError, ExceptionToStatus(*exception).ToString());
-    exit_code = 1;
+      ServeUntilSignal(io, server, "store node", listen, kDefaultStorePort, registry,
+                       metrics_listen, kDefaultMetricsPort, log,
+                       absl::StrCat("(data dir ", data_dir, ", metadata ",
+                                    metadata ? metadata_dir : "none", ")"));
+    });
+    KJ_IF_MAYBE (exception, failure) {
+      log(LogLevel::kError, ExceptionToStatus(*exception).ToString());
+      exit_code = 1;
+    }
+    // The loop ends here, while the store is open.
   }
   // After the server: its calls in progress have finished, and no connection is left to start
   // one.
@@ -273,11 +281,13 @@ int RunProxy() {
 
   kj::UnixEventPort::captureSignal(SIGTERM);
   kj::UnixEventPort::captureSignal(SIGINT);
-  kj::AsyncIoContext io = SetUpEventLoop();
   LogFunction log = StderrLog();
 
+  // Declared before the event loop, so that they outlive it (see RunStore): what the loop still
+  // holds when it is destroyed may hold streams, whose ledgers live in `ledgers`.
   std::unique_ptr<RemoteLedgerSet> ledgers;
   std::unique_ptr<MetadataStore> metadata;
+  kj::AsyncIoContext io = SetUpEventLoop();
   auto connect = [&]() -> absl::Status {
     absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> l =
         RemoteLedgerSet::Connect({.address = store_address, .log = log});
@@ -419,7 +429,6 @@ int RunStandalone() {
 
   kj::UnixEventPort::captureSignal(SIGTERM);
   kj::UnixEventPort::captureSignal(SIGINT);
-  kj::AsyncIoContext io = SetUpEventLoop();
 
   StoreOptions options = *std::move(flags_options);
   LogFunction log = options.log;
@@ -436,24 +445,28 @@ int RunStandalone() {
   }
 
   int exit_code = 0;
-  kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&] {
-    ProxyOptions proxy_options;
-    proxy_options.log = log;
-    // Half the store's budget: sends never make the store's back-pressure block the loop.
-    proxy_options.max_in_flight_send_bytes = options.max_in_flight_bytes / 2;
-    proxy_options.dedup_window_bytes = dedup_window;
-    MetricsRegistry registry;
-    proxy_options.metrics = &registry;
-    // The proxy's metrics, and those of the store it writes to (no store node in between).
-    RegisterStoreMetrics(registry, store->get());
-    ProxyServer server(store->get(), metadata->get(), io.provider->getTimer(), proxy_options);
-    ServeUntilSignal(io, server, "proxy", listen, kDefaultProxyPort, registry,
-                     MetricsListenFlag(kDefaultProxyMetricsPort), kDefaultProxyMetricsPort, log,
-                     absl::StrCat("(standalone, data dir ", data_dir, ")"));
-  });
-  KJ_IF_MAYBE (exception, failure) {
-    log(LogLevel::kError, ExceptionToStatus(*exception).ToString());
-    exit_code = 1;
+  {
+    kj::AsyncIoContext io = SetUpEventLoop();
+    const kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&] {
+      ProxyOptions proxy_options;
+      proxy_options.log = log;
+      // Half the store's budget: sends never make the store's back-pressure block the loop.
+      proxy_options.max_in_flight_send_bytes = options.max_in_flight_bytes / 2;
+      proxy_options.dedup_window_bytes = dedup_window;
+      MetricsRegistry registry;
+      proxy_options.metrics = &registry;
+      // The proxy's metrics, and those of the store it writes to (no store node in between).
+      RegisterStoreMetrics(registry, store->get());
+      ProxyServer server(store->get(), metadata->get(), io.provider->getTimer(), proxy_options);
+      ServeUntilSignal(io, server, "proxy", listen, kDefaultProxyPort, registry,
+                       MetricsListenFlag(kDefaultProxyMetricsPort), kDefaultProxyMetricsPort, log,
+                       absl::StrCat("(standalone, data dir ", data_dir, ")"));
+    });
+    KJ_IF_MAYBE (exception, failure) {
+      log(LogLevel::kError, ExceptionToStatus(*exception).ToString());
+      exit_code = 1;
+    }
+    // The loop ends here, while the store and the metadata store are open (see RunStore).
   }
   metadata->reset();
   absl::Status closed = (*store)->Close();
