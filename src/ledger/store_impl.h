@@ -181,37 +181,28 @@ class BufferPool {
 // answered them. An appender takes one for every append, and the worker gives it back: without
 // reuse, every append allocated a buffer the size of its batch and another thread freed it, and
 // malloc's search through the freed chunks took about 6% of the proxy's event loop (perf record,
-// 128 KiB batches). Keeps at most `budget_bytes` of spare capacity. Thread-safe.
+// 128 KiB batches). A BufferPool behind a lock: at most `budget_bytes` of spare capacity.
 class AppendBufferPool {
  public:
-  explicit AppendBufferPool(uint64_t budget_bytes) : budget_bytes_(budget_bytes) {}
+  explicit AppendBufferPool(uint64_t budget_bytes) : pool_(budget_bytes) {}
   // A buffer holding `bytes`.
   std::vector<char> Take(std::span<const char> bytes) {
     std::vector<char> b;
     {
       std::lock_guard lock(mu_);
-      if (!buffers_.empty()) {
-        b = std::move(buffers_.back());
-        buffers_.pop_back();
-        spare_bytes_ -= b.capacity();
-      }
+      b = pool_.Take();
     }
     b.assign(bytes.begin(), bytes.end());
     return b;
   }
   void Give(std::vector<char> b) {
-    if (b.capacity() == 0) return;
     std::lock_guard lock(mu_);
-    if (spare_bytes_ + b.capacity() > budget_bytes_) return;
-    spare_bytes_ += b.capacity();
-    buffers_.push_back(std::move(b));
+    pool_.Give(std::move(b));
   }
 
  private:
-  const uint64_t budget_bytes_;
   std::mutex mu_;
-  uint64_t spare_bytes_ = 0;  // guarded by mu_
-  std::vector<std::vector<char>> buffers_;  // guarded by mu_
+  BufferPool pool_;  // guarded by mu_
 };
 
 // An append on its way through the worker.
