@@ -262,6 +262,9 @@ class Store : public LedgerSet {
   virtual bool read_only() const = 0;
   bool acknowledged_means_durable() const override = 0;
   virtual const RecoveryReport& recovery_report() const = 0;
+  // What runs the store's I/O: "io_uring" or "posix" for the disk (IoEngine::kAuto resolved),
+  // or the name of StoreOptions::file_system when one was given.
+  virtual std::string io_engine() const = 0;
   // Cheap (relaxed atomic loads); may be called from any thread, at any time.
   virtual StoreStats stats() const = 0;
 

@@ -18,6 +18,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "cairn/io.h"
 #include "cairn/metadata.h"
 #include "cairn/net/limits.h"
 #include "cairn/net/remote_ledger_set.h"
@@ -67,6 +68,10 @@ ABSL_FLAG(bool, sync_file_system, true,
           "fdatasync per ledger; syncfs also writes back whatever else is dirty on that file "
           "system, so turn it off (--nosync-file-system) when the data directory shares its file "
           "system with other busy writers");
+ABSL_FLAG(std::string, io_engine, "auto",
+          "store: the I/O engine of the data path: 'auto' (io_uring where the kernel offers what "
+          "the store needs, else POSIX, said in the log), 'io_uring' (or fail to start) or "
+          "'posix' (pread/pwrite/fdatasync on the store's own threads)");
 ABSL_FLAG(uint64_t, dedup_window_mib, 64,
           "proxy and standalone: how far back, in MiB, the proxy reads the ends of a topic's "
           "partitions (shared by them, at least 1 MiB each) for producers' stamps when it opens "
@@ -124,14 +129,20 @@ absl::StatusOr<StoreOptions> StoreOptionsFromFlags(const char* command,
                                                    const std::string& ledgers_dir) {
   const std::string durability = absl::GetFlag(FLAGS_durability);
   if (durability != "sync" && durability != "async") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        command, ": --durability must be sync or async, not '", durability, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(command, ": --durability must be sync or async, not '", durability, "'"));
   }
   StoreOptions options;
   options.data_dirs = {ledgers_dir};
   options.journal_dir = absl::GetFlag(FLAGS_journal_dir);
   options.durability = durability == "sync" ? Durability::kSync : Durability::kAsync;
   options.sync_file_system = absl::GetFlag(FLAGS_sync_file_system);
+  absl::StatusOr<IoEngine> engine = ParseIoEngine(absl::GetFlag(FLAGS_io_engine));
+  if (!engine.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(command, ": --io-engine: ", engine.status().message()));
+  }
+  options.io_engine = *engine;
   options.async_sync_interval_ms = absl::GetFlag(FLAGS_async_sync_interval_ms);
   if (options.async_sync_interval_ms > 0 && options.durability != Durability::kAsync) {
     return absl::InvalidArgumentError(
@@ -244,10 +255,11 @@ int RunStore() {
       node_options.metadata = metadata.get();
       StoreNodeServer server(store->get(), node_options);
 
-      ServeUntilSignal(io, server, "store node", listen, kDefaultStorePort, registry,
-                       metrics_listen, kDefaultMetricsPort, log,
-                       absl::StrCat("(data dir ", data_dir, ", metadata ",
-                                    metadata ? metadata_dir : "none", ")"));
+      ServeUntilSignal(
+          io, server, "store node", listen, kDefaultStorePort, registry, metrics_listen,
+          kDefaultMetricsPort, log,
+          absl::StrCat("(data dir ", data_dir, ", metadata ", metadata ? metadata_dir : "none",
+                       ", io engine ", (*store)->io_engine(), ")"));
     });
     KJ_IF_MAYBE (exception, failure) {
       log(LogLevel::kError, ExceptionToStatus(*exception).ToString());
@@ -460,7 +472,8 @@ int RunStandalone() {
       ProxyServer server(store->get(), metadata->get(), io.provider->getTimer(), proxy_options);
       ServeUntilSignal(io, server, "proxy", listen, kDefaultProxyPort, registry,
                        MetricsListenFlag(kDefaultProxyMetricsPort), kDefaultProxyMetricsPort, log,
-                       absl::StrCat("(standalone, data dir ", data_dir, ")"));
+                       absl::StrCat("(standalone, data dir ", data_dir, ", io engine ",
+                                    (*store)->io_engine(), ")"));
     });
     KJ_IF_MAYBE (exception, failure) {
       log(LogLevel::kError, ExceptionToStatus(*exception).ToString());

@@ -261,6 +261,7 @@ class StoreImpl final : public Store {
   }
   absl::StatusOr<VerifyReport> Verify(std::function<void(uint64_t)> progress) override;
   const RecoveryReport& recovery_report() const override { return report_; }
+  std::string io_engine() const override { return fs_->name(); }
   StoreStats stats() const override;
 
   // --- For writers and readers ---

@@ -244,6 +244,11 @@ TEST_CASE("ledger store: invalid options are refused", "[ledger]") {
 
 // ---- ledger life cycle --------------------------------------------------------------------------
 
+TEST_CASE("ledger store: io_engine names a given file system", "[ledger]") {
+  MemoryStore m;
+  CHECK(m.Open()->io_engine() == "memory");
+}
+
 TEST_CASE("ledger store: ledgers are created with assigned or chosen ids", "[ledger]") {
   MemoryStore m;
   auto store = m.Open();
@@ -1378,6 +1383,11 @@ TEST_CASE("ledger store on disk: data survives close and reopen", "[ledger]") {
     REQUIRE(store->Close().ok());
   }
   auto store = Unwrap(Store::Open(options));
+  if (options.io_engine == IoEngine::kPosix) {
+    CHECK(store->io_engine() == "posix");
+  } else {  // kAuto: io_uring where the kernel offers it
+    CHECK((store->io_engine() == "io_uring" || store->io_engine() == "posix"));
+  }
   CHECK(store->recovery_report().clean_shutdown);
   CHECK(store->recovery_report().bytes_scanned == 0);
   CHECK(store->ListLedgers() == std::vector<uint64_t>{open_id, sealed_id});

@@ -9,12 +9,14 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <catch2/catch.hpp>
+#include <cerrno>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <limits>
@@ -502,6 +504,65 @@ TEST_CASE("cairnd store: SIGTERM during appends keeps every acknowledged one",
   CHECK(std::equal(stored.begin(), stored.end(), sent.begin()));
   ledgers.reset();
   CHECK(daemon.Terminate() == 0);
+}
+
+TEST_CASE("cairnd store: --io-engine picks the store's I/O engine and says which",
+          "[net][daemon]") {
+  TempDir dir;
+  for (const std::string engine : {"posix", "io_uring", "auto"}) {
+    DYNAMIC_SECTION("--io-engine " << engine) {
+      const std::string data_dir = dir.path() + "/data-" + engine;
+      Daemon daemon(data_dir, dir.path() + "/cairnd-" + engine + ".log", {"--io-engine", engine});
+      const std::string chosen = daemon.WaitForLog("listening on .*, io engine ([a-z_]+)\\)");
+      if (engine == "auto") {
+        // io_uring where the kernel offers it, else the POSIX fallback.
+        CHECK((chosen == "io_uring" || chosen == "posix"));
+      } else {
+        CHECK(chosen == engine);
+      }
+      std::unique_ptr<RemoteLedgerSet> ledgers = ConnectLedgers(daemon.address());
+      absl::StatusOr<uint64_t> id = ledgers->CreateLedger();
+      REQUIRE(id.ok());
+      {
+        absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = ledgers->OpenWriter(*id);
+        REQUIRE(writer.ok());
+        BatchBuilder builder;
+        for (uint64_t b = 0; b < 20; ++b) {
+          Fill(builder, b, 3);
+          REQUIRE((*writer)->Append(builder).ok());
+        }
+      }
+      std::vector<std::string> expected;
+      for (uint64_t b = 0; b < 20; ++b) {
+        for (uint64_t i = 0; i < 3; ++i) expected.push_back(Value(b, i));
+      }
+      CHECK(ReadAll(*ledgers, *id) == expected);
+      ledgers.reset();
+      CHECK(daemon.Terminate() == 0);
+    }
+  }
+}
+
+TEST_CASE("cairnd: an unknown --io-engine is refused before anything starts", "[net][daemon]") {
+  TempDir dir;
+  for (const char* command : {"store", "standalone"}) {
+    DYNAMIC_SECTION(command) {
+      const std::string data_dir = dir.path() + "/data-" + command;
+      const std::string out = dir.path() + "/out-" + command + ".txt";
+      const std::string line = std::string(CAIRND_PATH) + " " + command + " --data-dir " +
+                               data_dir + " --io-engine bogus > " + out + " 2>&1";
+      const int status = std::system(line.c_str());
+      REQUIRE(WIFEXITED(status));
+      CHECK(WEXITSTATUS(status) != 0);
+      std::ifstream in(out);
+      std::stringstream text;
+      text << in.rdbuf();
+      INFO(text.str());
+      CHECK(text.str().find("--io-engine") != std::string::npos);
+      CHECK(text.str().find("bogus") != std::string::npos);
+      CHECK_FALSE(std::filesystem::exists(data_dir));
+    }
+  }
 }
 
 TEST_CASE("cairnd: --help lists the commands", "[net][daemon]") {
