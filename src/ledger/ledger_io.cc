@@ -68,6 +68,9 @@ class WriterImpl final : public LedgerWriter {
 
   // Marks the appends made until it is cleared as made by a blocking Append.
   void set_blocking(bool blocking) { blocking_ = blocking; }
+  // The futex bits of the last append made (StoreImpl::Enqueue), for a blocking Append to sleep
+  // on. Read by the thread that made it.
+  uint32_t wake_bits() const { return wake_bits_; }
   StoreImpl* store() const { return store_; }
 
   ~WriterImpl() override {
@@ -189,7 +192,7 @@ class WriterImpl final : public LedgerWriter {
       ++pending_;
     }
     append.blocking = blocking_;
-    store_->Enqueue(std::move(append));
+    wake_bits_ = store_->Enqueue(std::move(append));
   }
 
   StoreImpl* const store_;
@@ -198,7 +201,8 @@ class WriterImpl final : public LedgerWriter {
   std::condition_variable idle_;
   uint64_t pending_ = 0;
   absl::Status first_error_;
-  bool blocking_ = false;  // Within a blocking Append (a writer is used by one thread at a time).
+  bool blocking_ = false;   // Within a blocking Append (a writer is used by one thread at a time).
+  uint32_t wake_bits_ = 0;  // Of the last append (see wake_bits()).
 };
 
 }  // namespace internal
@@ -241,12 +245,15 @@ absl::StatusOr<AppendResult> Wait(LedgerWriter& writer,
     }
   });
   impl->set_blocking(false);
+  // The round that answers the append wakes these bits; a callback run outside a round wakes
+  // every bit.
+  const uint32_t bits = impl->wake_bits();
   for (;;) {
     // Read the word before the flag: a callback that sets the flag after this read also
     // changes the word (now, or at the end of its round), so the wait below returns.
     const uint32_t seen = answers.load();
     if (answer->ready.load() != 0) break;
-    internal::FutexWait(answers, seen);
+    internal::FutexWaitBits(answers, seen, bits != 0 ? bits : FUTEX_BITSET_MATCH_ANY);
   }
   return std::move(*answer->result);
 }

@@ -1223,13 +1223,17 @@ absl::Status StoreImpl::RollSegment(Ledger& ledger, uint64_t base_entry_id) {
 
 // --- The worker: group commit -------------------------------------------------------------------
 
-void StoreImpl::Enqueue(PendingAppend append) {
+uint32_t StoreImpl::Enqueue(PendingAppend append) {
   std::unique_lock lock(mu_);
+  // The append goes into the next group RunRound takes, unless group_commit_max_bytes leaves it
+  // for a later one (its thread is then woken once for nothing, and sleeps again).
+  append.wake_bits = uint32_t{1} << ((rounds_gathered_ + 1) % 32);
+  const uint32_t wake_bits = append.wake_bits;
   if (closed_ || worker_stopped_) {
     // Every earlier append has been answered: this one can be at once.
     lock.unlock();
     CompleteAppend(append, absl::FailedPreconditionError("the store is closed"));
-    return;
+    return wake_bits;
   }
   if (stopping_) {
     // Closing: the worker still answers what is queued, and this append fails after them, so
@@ -1239,7 +1243,7 @@ void StoreImpl::Enqueue(PendingAppend append) {
     queue_.push_back(std::move(append));
     lock.unlock();
     work_.notify_one();
-    return;
+    return wake_bits;
   }
   const uint64_t bytes = append.bytes.size();
   space_.wait(lock, [&] {
@@ -1255,7 +1259,7 @@ void StoreImpl::Enqueue(PendingAppend append) {
   if (!lead) {
     lock.unlock();
     work_.notify_one();
-    return;
+    return wake_bits;
   }
   appender_rounds_.fetch_add(1, std::memory_order_relaxed);
   RunRound(lock);
@@ -1263,10 +1267,12 @@ void StoreImpl::Enqueue(PendingAppend append) {
   const bool more = !queue_.empty() || stopping_ || background_sync_due_.has_value();
   lock.unlock();
   if (more) work_.notify_one();
+  return wake_bits;
 }
 
 void StoreImpl::RunRound(std::unique_lock<std::mutex>& lock) {
   round_running_ = true;
+  ++rounds_gathered_;
   std::vector<PendingAppend> group;
   uint64_t bytes = 0;
   while (!queue_.empty() && (group.empty() || bytes + queue_.front().bytes.size() <=
@@ -1935,13 +1941,13 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
       }
     }
 
-    // Callbacks for this round, in append order; then one wake for every blocking appender
-    // among them.
+    // Callbacks for this round, in append order; then one wake for the blocking appenders
+    // among them: the threads sleeping on their bits.
     in_round_callbacks = true;
-    bool blocking_answered = false;
+    uint32_t wake_bits = 0;
     for (size_t i = begin; i < end; ++i) {
       PendingAppend& a = group[i];
-      blocking_answered |= a.blocking;
+      if (a.blocking) wake_bits |= a.wake_bits != 0 ? a.wake_bits : FUTEX_BITSET_MATCH_ANY;
       absl::StatusOr<AppendResult> result;
       if (results[i].ok()) {
         result = AppendResult{a.first_entry_id, a.first_entry_id + a.entry_count - 1};
@@ -1953,9 +1959,9 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
       CompleteAppend(a, std::move(result));
     }
     in_round_callbacks = false;
-    if (blocking_answered) {
+    if (wake_bits != 0) {
       answers_.fetch_add(1);
-      FutexWakeAll(answers_);
+      FutexWakeBits(answers_, wake_bits);
     }
     begin = end;
     for (Part& p : parts) {

@@ -219,6 +219,9 @@ struct PendingAppend {
   // Made by a blocking LedgerWriter::Append, whose thread waits for it anyway: it may run its
   // own round (see StoreImpl::Enqueue).
   bool blocking = false;
+  // A blocking append's futex bits on StoreImpl::answers(): its thread sleeps on them, and the
+  // round that answers it wakes them (see StoreImpl::Enqueue). Never 0 once enqueued.
+  uint32_t wake_bits = 0;
 };
 
 // Sealed segments' indexes, loaded on demand, least recently used evicted first.
@@ -269,7 +272,8 @@ class StoreImpl final : public Store {
   // round on the calling thread instead, when nothing else is queued or being written and the
   // last round held a single append: one appender alone then pays no hand-off to the worker and
   // back (two thread wake-ups per append), as a raw write+fdatasync loop pays none.
-  void Enqueue(PendingAppend append);
+  // Returns the futex bits a blocking append's thread sleeps on (PendingAppend::wake_bits).
+  uint32_t Enqueue(PendingAppend append);
   // A copy of `batch` for an append, in a buffer an earlier append used if one is spare.
   std::vector<char> CopyForAppend(std::span<const char> batch) {
     return append_buffers_.Take(batch);
@@ -380,6 +384,7 @@ class StoreImpl final : public Store {
   // never overlap, and the state below marked "owned by the round" is used by one at a time.
   bool round_running_ = false;
   size_t last_round_appends_ = 0;
+  uint64_t rounds_gathered_ = 0;  // Groups RunRound took from queue_.
   // kAsync with async_sync_interval_ms: the ledgers written since the last background sync, and
   // when that sync falls due (set by the first round that adds a ledger).
   std::map<uint64_t, std::shared_ptr<Ledger>> unsynced_;
@@ -493,7 +498,9 @@ class StoreImpl final : public Store {
 
  public:
   // Blocking appenders sleep on this word (a futex) until their answer is there; it is bumped
-  // and every sleeper woken once per round rather than once per appender (ledger_io.cc).
+  // and the round's sleepers woken with one call per round rather than one per appender
+  // (ledger_io.cc). Each sleeps on the bit of the round expected to take its append, so that a
+  // round wakes the appenders it answered and not those queued for the next one.
   std::atomic<uint32_t>& answers() { return answers_; }
   // True on a thread while it runs a round's callbacks: the round wakes the answers' sleepers
   // once when they are all done.

@@ -32,6 +32,18 @@ inline void FutexWakeAll(std::atomic<uint32_t>& word) {
           nullptr, 0);
 }
 
+// The same with a bitset: FutexWaitBits sleeps until a wake whose bitset shares a bit with
+// `bits` (or FutexWakeAll, whose bitset is every bit); FutexWakeBits wakes only those waiters.
+// `bits` must not be 0.
+inline void FutexWaitBits(std::atomic<uint32_t>& word, uint32_t expected, uint32_t bits) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT_BITSET_PRIVATE, expected,
+          nullptr, nullptr, bits);
+}
+inline void FutexWakeBits(std::atomic<uint32_t>& word, uint32_t bits) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE_BITSET_PRIVATE, INT32_MAX,
+          nullptr, nullptr, bits);
+}
+
 class OneShotEvent {
  public:
   OneShotEvent() = default;

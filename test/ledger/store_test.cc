@@ -11,6 +11,8 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <future>
 #include <limits>
@@ -1049,6 +1051,56 @@ TEST_CASE("ledger store: writers of different ledgers append from several thread
     CHECK(failures[t] == 0);
     CheckLedger(*Reader(*store, ids[t]), entries[t]);
   }
+}
+
+TEST_CASE("ledger store: blocking appenders left for later rounds are still woken",
+          "[ledger][concurrency]") {
+  // A blocking appender sleeps on the bit of the round expected to take its append; with
+  // rounds of one append (group_commit_max_bytes = 1) nearly every append lands in a later
+  // round than that. Each must still wake once answered: a lost wake hangs its thread, which
+  // the watchdog turns into a failure.
+  MemoryStore m;
+  StoreOptions options = m.Options();
+  options.durability = GENERATE(Durability::kSync, Durability::kAsync);
+  options.group_commit_max_bytes = 1;
+  auto store = m.Open(options);
+  constexpr int kThreads = 16, kBatches = 200;
+  std::vector<uint64_t> ids;
+  std::vector<std::unique_ptr<LedgerWriter>> writers;
+  for (int t = 0; t < kThreads; ++t) {
+    ids.push_back(Unwrap(store->CreateLedger()));
+    writers.push_back(Writer(*store, ids.back()));
+  }
+  std::atomic<int> done{0};
+  std::atomic<int> failures{0};
+  std::vector<std::vector<Entry>> entries(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      BatchBuilder batch;
+      for (int b = 0; b < kBatches; ++b) {
+        entries[t].push_back(TestEntry(entries[t].size()));
+        if (!TryAddEntry(batch, entries[t].back()).ok()) failures.fetch_add(1);
+        absl::StatusOr<AppendResult> r = writers[t]->Append(batch);
+        if (!r.ok() || r->last_entry_id != entries[t].size() - 1) failures.fetch_add(1);
+        batch.Reset();
+      }
+      done.fetch_add(1);
+    });
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (done.load() < kThreads && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (done.load() < kThreads) {
+    std::fprintf(stderr, "%d of %d blocking appenders never woke\n", kThreads - done.load(),
+                 kThreads);
+    std::abort();  // Their threads cannot be joined.
+  }
+  for (std::thread& t : threads) t.join();
+  CHECK(failures.load() == 0);
+  CHECK(store->stats().group_commits >= uint64_t{kThreads} * kBatches);  // rounds of one
+  for (int t = 0; t < kThreads; ++t) CheckLedger(*Reader(*store, ids[t]), entries[t]);
 }
 
 TEST_CASE("ledger store: a lone blocking appender runs its own rounds", "[ledger]") {
