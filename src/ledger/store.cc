@@ -53,6 +53,10 @@ constexpr uint64_t kJournalZeroAheadBytes = uint64_t{1} << 20;
 // the last one while rounds wait.
 constexpr uint64_t kWritebackBytes = uint64_t{1} << 20;
 constexpr uint64_t kMaxAllocateAheadBytes = uint64_t{16} << 20;
+// Where appends wait for their segments' sync (no journal), a segment written with direct I/O
+// has zeros written this far ahead of its batches instead of an allocation, refilled when a
+// round's write comes within half of it of the end (see ProcessGroup).
+constexpr uint64_t kSegmentZeroAheadBytes = uint64_t{1} << 20;
 // Threads that recover a data directory's ledgers side by side at Open.
 constexpr size_t kRecoveryThreads = 8;
 // The pieces of an async round's direct write, each started as soon as it is copied.
@@ -1021,8 +1025,8 @@ absl::Status StoreImpl::CreateSegment(IoQueue& queue, Ledger& ledger, uint64_t b
   segment.max_timestamp_us =
       ledger.segments.empty() ? INT64_MIN : ledger.segments.back().max_timestamp_us;
   const std::optional<std::string> recycled = TakeRecycled(ledger.dir);
-  // Without a journal, segment files are allocated ahead of the writes (see ProcessGroup), unless
-  // a recycled file is big already.
+  // Without a journal, segment files are allocated, or filled with zeros, ahead of the writes
+  // (see ProcessGroup), unless a recycled file is big already.
   const uint64_t flags =
       (options_.durability == Durability::kAsync && !journaled() ? kSegmentUnsyncedAppends : 0) |
       (recycled.has_value() ? kSegmentRecycled : 0) |
@@ -1674,13 +1678,15 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
     for (Part& p : parts) {
       if (p.direct_file != nullptr) p.Align();
     }
-    // Segments synced together by one sync of their file system (see below) are allocated ahead
-    // of their writes: a write that would pass the end of its file first grows the file by at
-    // least kAllocateAheadBytes, so that most rounds change no file's size and their one sync
-    // commits less metadata. (A segment synced alone gains nothing from it: its fdatasync
-    // commits the allocation of its blocks either way.) In async mode every segment is, for the
-    // sake of the pieces of its writes (kAllocateAheadRounds). An allocation that fails (a full
-    // disk) is not an error here: the write then extends the file, or fails on its own.
+    // Segments synced together by one sync of their file system (see below) and written through
+    // the page cache are allocated ahead of their writes: a write that would pass the end of its
+    // file first grows the file by at least kAllocateAheadBytes, so that most rounds change no
+    // file's size and their one sync commits less metadata. (A segment synced alone gains
+    // nothing from it: its fdatasync commits the allocation of its blocks either way.) Synced
+    // segments written with direct I/O get zeros ahead instead (kSegmentZeroAheadBytes, below).
+    // In async mode every segment is allocated ahead, for the sake of the pieces of its writes
+    // (kAllocateAheadRounds). An allocation that fails (a full disk) is not an error here: the
+    // write then extends the file, or fails on its own.
     const bool async_ahead = !segments_synced() && !journaled();
     if ((segments_synced() && options_.sync_file_system) || async_ahead) {
       std::map<size_t, size_t> parts_in_dir;  // data dir index -> parts to write there
@@ -1691,7 +1697,8 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
       for (Part& p : parts) {
         Segment& segment = p.ledger->segments[p.segment_index];
         if (!p.status.ok() || (segment.header_flags & kSegmentPreallocated) == 0 ||
-            (!async_ahead && parts_in_dir[p.ledger->id % options_.data_dirs.size()] < 2)) {
+            (!async_ahead && parts_in_dir[p.ledger->id % options_.data_dirs.size()] < 2) ||
+            (!async_ahead && p.direct_file != nullptr)) {  // zeros ahead instead (below)
           continue;
         }
         if (!segment.file_bytes.has_value()) {
@@ -1800,6 +1807,40 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
         }
       }
     }
+    // Sync without a journal: a segment written with direct I/O has zeros written ahead of its
+    // batches (kSegmentZeroAheadBytes at a time, beside a round's write), as the journal has. A
+    // later round's write then goes over blocks already written, which changes neither the
+    // file's size nor its allocation, so that its sync commits no metadata, where a write into
+    // allocated but unwritten blocks makes the file system record them as written first
+    // (docs/storage.md). The zeros hold nothing: a failed write of them is not an error, and
+    // a round's own write lands past them or fails on its own.
+    std::vector<std::pair<size_t, uint64_t>> zeroed_to;  // part, end of its zeros this round
+    if (segments_synced()) {
+      const std::span<const char> zeros = ZeroBlocks(kSegmentZeroAheadBytes);  // never regrown
+      const uint64_t limit = options_.segment_bytes & ~(kDirectIoAlignment - 1);
+      for (size_t i = 0; i < parts.size(); ++i) {
+        Part& p = parts[i];
+        Segment& segment = p.ledger->segments[p.segment_index];
+        if (!p.status.ok() || p.direct_file == nullptr ||
+            (segment.header_flags & kSegmentPreallocated) == 0) {
+          continue;
+        }
+        if (!segment.file_bytes.has_value()) {
+          absl::StatusOr<uint64_t> size = p.file->Size();
+          if (!size.ok()) continue;
+          segment.file_bytes = *size;
+        }
+        const uint64_t end = p.write_end();
+        if (end + kSegmentZeroAheadBytes / 2 <= *segment.file_bytes) continue;
+        const uint64_t from = (std::max(end, *segment.file_bytes) + kDirectIoAlignment - 1) &
+                              ~(kDirectIoAlignment - 1);
+        const uint64_t to = std::min(from + kSegmentZeroAheadBytes, limit);
+        if (to <= from) continue;
+        extra_requests.push_back(
+            IoRequest::Write(p.direct_file.get(), from, zeros.first(to - from)));
+        zeroed_to.emplace_back(i, to);
+      }
+    }
     absl::Status extras_status;  // Of extra_requests.
     const auto write_start = std::chrono::steady_clock::now();
     // In async mode a big round's writes go in pieces, each started once copied (Part::Write),
@@ -1823,6 +1864,14 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
         journal_zeroed_to_ = journal_position_;
         for (Part& p : parts) p.status.Update(round_failed);
         journal_bytes = 0;
+      }
+    }
+    for (const auto& [i, to] : zeroed_to) {
+      Segment& segment = parts[i].ledger->segments[parts[i].segment_index];
+      if (extras_status.ok()) {
+        segment.file_bytes = std::max(*segment.file_bytes, to);
+      } else {
+        segment.file_bytes.reset();  // What the failed write left is unknown.
       }
     }
     // A failed write is not synced; its ledger fails below.
