@@ -54,9 +54,16 @@ constexpr uint64_t kJournalZeroAheadBytes = uint64_t{1} << 20;
 constexpr uint64_t kWritebackBytes = uint64_t{1} << 20;
 constexpr uint64_t kMaxAllocateAheadBytes = uint64_t{16} << 20;
 // Where appends wait for their segments' sync (no journal), a segment written with direct I/O
-// has zeros written this far ahead of its batches instead of an allocation, refilled when a
-// round's write comes within half of it of the end (see ProcessGroup).
+// has zeros written ahead of its batches instead of an allocation, as much as the file holds
+// already, between these two sizes (so that a round starting many segments at once does not
+// write megabytes of zeros for each), refilled when a round's write comes within half of that
+// of the end (see ProcessGroup)...
+constexpr uint64_t kSegmentZeroAheadMinBytes = uint64_t{64} << 10;
 constexpr uint64_t kSegmentZeroAheadBytes = uint64_t{1} << 20;
+// ... by rounds that write at most this much to it. The zeros spare a round's sync the
+// metadata of the blocks it writes, a cost per round; they cost a second write of every
+// block, a cost per byte, which is what bigger rounds mostly pay (docs/storage.md).
+constexpr uint64_t kSegmentZeroAheadMaxRoundBytes = uint64_t{16} << 10;
 // Threads that recover a data directory's ledgers side by side at Open.
 constexpr size_t kRecoveryThreads = 8;
 // The pieces of an async round's direct write, each started as soon as it is copied.
@@ -1688,6 +1695,10 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
     // (kAllocateAheadRounds). An allocation that fails (a full disk) is not an error here: the
     // write then extends the file, or fails on its own.
     const bool async_ahead = !segments_synced() && !journaled();
+    const auto zeros_ahead = [&](const Part& p) {
+      return segments_synced() && p.direct_file != nullptr &&
+             p.payload_bytes <= kSegmentZeroAheadMaxRoundBytes;
+    };
     if ((segments_synced() && options_.sync_file_system) || async_ahead) {
       std::map<size_t, size_t> parts_in_dir;  // data dir index -> parts to write there
       for (const Part& p : parts) {
@@ -1698,7 +1709,7 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
         Segment& segment = p.ledger->segments[p.segment_index];
         if (!p.status.ok() || (segment.header_flags & kSegmentPreallocated) == 0 ||
             (!async_ahead && parts_in_dir[p.ledger->id % options_.data_dirs.size()] < 2) ||
-            (!async_ahead && p.direct_file != nullptr)) {  // zeros ahead instead (below)
+            zeros_ahead(p)) {  // zeros ahead instead (below)
           continue;
         }
         if (!segment.file_bytes.has_value()) {
@@ -1807,13 +1818,13 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
         }
       }
     }
-    // Sync without a journal: a segment written with direct I/O has zeros written ahead of its
-    // batches (kSegmentZeroAheadBytes at a time, beside a round's write), as the journal has. A
-    // later round's write then goes over blocks already written, which changes neither the
-    // file's size nor its allocation, so that its sync commits no metadata, where a write into
-    // allocated but unwritten blocks makes the file system record them as written first
-    // (docs/storage.md). The zeros hold nothing: a failed write of them is not an error, and
-    // a round's own write lands past them or fails on its own.
+    // Sync without a journal: a segment written with direct I/O, by rounds of small writes, has
+    // zeros written ahead of its batches (kSegmentZeroAheadBytes at a time, beside a round's
+    // write), as the journal has. A later round's write then goes over blocks already written,
+    // which changes neither the file's size nor its allocation, so that its sync commits no
+    // metadata, where a write into allocated but unwritten blocks makes the file system record
+    // them as written first (docs/storage.md). The zeros hold nothing: a failed write of them is
+    // not an error, and a round's own write lands past them or fails on its own.
     std::vector<std::pair<size_t, uint64_t>> zeroed_to;  // part, end of its zeros this round
     if (segments_synced()) {
       const std::span<const char> zeros = ZeroBlocks(kSegmentZeroAheadBytes);  // never regrown
@@ -1821,7 +1832,7 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
       for (size_t i = 0; i < parts.size(); ++i) {
         Part& p = parts[i];
         Segment& segment = p.ledger->segments[p.segment_index];
-        if (!p.status.ok() || p.direct_file == nullptr ||
+        if (!p.status.ok() || !zeros_ahead(p) ||
             (segment.header_flags & kSegmentPreallocated) == 0) {
           continue;
         }
@@ -1831,10 +1842,12 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
           segment.file_bytes = *size;
         }
         const uint64_t end = p.write_end();
-        if (end + kSegmentZeroAheadBytes / 2 <= *segment.file_bytes) continue;
+        const uint64_t ahead =
+            std::clamp(*segment.file_bytes, kSegmentZeroAheadMinBytes, kSegmentZeroAheadBytes);
+        if (end + ahead / 2 <= *segment.file_bytes) continue;
         const uint64_t from = (std::max(end, *segment.file_bytes) + kDirectIoAlignment - 1) &
                               ~(kDirectIoAlignment - 1);
-        const uint64_t to = std::min(from + kSegmentZeroAheadBytes, limit);
+        const uint64_t to = std::min(from + ahead, limit);
         if (to <= from) continue;
         extra_requests.push_back(
             IoRequest::Write(p.direct_file.get(), from, zeros.first(to - from)));
