@@ -1239,7 +1239,7 @@ uint32_t StoreImpl::Enqueue(PendingAppend append) {
   // The append goes into the next group RunRound takes, unless group_commit_max_bytes leaves it
   // for a later one (its thread is then woken once for nothing, and sleeps again).
   append.wake_bits = uint32_t{1} << ((rounds_gathered_ + 1) % 32);
-  const uint32_t wake_bits = append.wake_bits;
+  uint32_t wake_bits = append.wake_bits;
   if (closed_ || worker_stopped_) {
     // Every earlier append has been answered: this one can be at once.
     lock.unlock();
@@ -1261,6 +1261,8 @@ uint32_t StoreImpl::Enqueue(PendingAppend append) {
     return in_flight_bytes_ == 0 || in_flight_bytes_ + bytes <= options_.max_in_flight_bytes;
   });
   in_flight_bytes_ += bytes;
+  // Rounds may have been taken while this waited for room.
+  wake_bits = append.wake_bits = uint32_t{1} << ((rounds_gathered_ + 1) % 32);
   // A blocking appender alone runs its own round (see the declaration). Where appends come
   // together, rounds hold several and the worker gathers them, so group commit is unchanged; a
   // group-commit delay asks for gathering, so it always goes to the worker.
