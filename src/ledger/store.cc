@@ -1697,6 +1697,14 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
     // (kAllocateAheadRounds). An allocation that fails (a full disk) is not an error here: the
     // write then extends the file, or fails on its own.
     const bool async_ahead = !segments_synced() && !journaled();
+    // Whether segment.file_bytes is known, asking the file once if need be.
+    const auto know_file_bytes = [](const Part& p, Segment& segment) {
+      if (segment.file_bytes.has_value()) return true;
+      absl::StatusOr<uint64_t> size = p.file->Size();
+      if (!size.ok()) return false;
+      segment.file_bytes = *size;
+      return true;
+    };
     const auto zeros_ahead = [&](const Part& p) {
       return segments_synced() && p.direct_file != nullptr &&
              p.payload_bytes <= kSegmentZeroAheadMaxRoundBytes;
@@ -1714,11 +1722,7 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
             zeros_ahead(p)) {  // zeros ahead instead (below)
           continue;
         }
-        if (!segment.file_bytes.has_value()) {
-          absl::StatusOr<uint64_t> size = p.file->Size();
-          if (!size.ok()) continue;
-          segment.file_bytes = *size;
-        }
+        if (!know_file_bytes(p, segment)) continue;
         const uint64_t end = p.write_end();
         if (end <= *segment.file_bytes) continue;
         const uint64_t step =
@@ -1838,11 +1842,7 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
             (segment.header_flags & kSegmentPreallocated) == 0) {
           continue;
         }
-        if (!segment.file_bytes.has_value()) {
-          absl::StatusOr<uint64_t> size = p.file->Size();
-          if (!size.ok()) continue;
-          segment.file_bytes = *size;
-        }
+        if (!know_file_bytes(p, segment)) continue;
         const uint64_t end = p.write_end();
         const uint64_t ahead =
             std::clamp(*segment.file_bytes, kSegmentZeroAheadMinBytes, kSegmentZeroAheadBytes);
