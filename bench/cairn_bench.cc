@@ -18,7 +18,10 @@
 //                for async durability durable_MB_per_s counts it in, since that is when the
 //                bytes are on disk. In sync durability, rounds and appends_per_round show how
 //                well group commit gathered the appenders (StoreStats::group_commits), and
-//                appender_rounds how many rounds blocking appenders ran on their own threads.
+//                appender_rounds how many rounds blocking appenders ran on their own threads;
+//                round_write_us and round_sync_us are a round's mean time in its writes and in
+//                its syncs (StoreStats::write_times, sync_times): what is left of the time per
+//                round is the store's CPU work and its wakes of the appenders.
 //  read_catchup  Appends, closes the store, evicts its files from the page cache (posix_fadvise
 //                DONTNEED, checked with mincore; drop_caches as a fallback when root), reopens
 //                and reads every ledger from the start. Then reads it all again, warm.
@@ -1212,6 +1215,13 @@ absl::StatusOr<Report> RunAppendCase(Context& ctx, const Case& c, const std::str
                  static_cast<double>(store_stats.group_commits),
              1);
     r.Int("appender_rounds", static_cast<int64_t>(store_stats.appender_rounds));
+    // Where a round's time goes: its writes, then its syncs (means over the rounds).
+    const auto mean_us = [](const TimeDistribution& d) -> std::optional<double> {
+      if (d.count() == 0) return std::nullopt;
+      return static_cast<double>(d.sum_us) / static_cast<double>(d.count());
+    };
+    r.Number("round_write_us", mean_us(store_stats.write_times), 1);
+    r.Number("round_sync_us", mean_us(store_stats.sync_times), 1);
   }
   std::optional<double> durable_mb_per_s;
   if (c.durability == Durability::kAsync) {
