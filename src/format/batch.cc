@@ -201,6 +201,118 @@ absl::Status DecodeEntry(Decoder& payload, int64_t first_timestamp_us, size_t in
   return absl::OkStatus();
 }
 
+// Reads a varint of at most `kMaxBytes` bytes whose last byte may carry at most `kLastByteMax`,
+// under Decoder's rules (canonical, no overflow), from [*p, end); false if there is none.
+template <size_t kMaxBytes, uint8_t kLastByteMax>
+inline bool QuickVarint(const char*& p, const char* end, uint64_t* value) {
+  if (p != end && static_cast<uint8_t>(*p) < 0x80) [[likely]] {
+    *value = static_cast<uint8_t>(*p++);
+    return true;
+  }
+  uint64_t result = 0;
+  const char* q = p;
+  for (size_t i = 0; i < kMaxBytes; ++i) {
+    if (q == end) return false;
+    const uint8_t byte = static_cast<uint8_t>(*q++);
+    if (i == kMaxBytes - 1 && byte > kLastByteMax) return false;
+    result |= static_cast<uint64_t>(byte & 0x7f) << (7 * i);
+    if (byte < 0x80) {
+      if (byte == 0 && i > 0) return false;
+      p = q;
+      *value = result;
+      return true;
+    }
+  }
+  return false;
+}
+
+inline bool QuickVarint32(const char*& p, const char* end, uint64_t* value) {
+  return QuickVarint<kMaxVarint32Bytes, 0x0f>(p, end, value);
+}
+
+inline bool QuickVarint64(const char*& p, const char* end, uint64_t* value) {
+  return QuickVarint<kMaxVarint64Bytes, 0x01>(p, end, value);
+}
+
+// Skips `length` bytes of [*p, end); false if there are not that many.
+inline bool QuickSkip(const char*& p, const char* end, uint64_t length) {
+  if (length > static_cast<uint64_t>(end - p)) return false;
+  p += length;
+  return true;
+}
+
+}  // namespace
+
+// DecodeEntry's and ValidateHeaders' rules, in the same order, without their messages.
+bool EntriesWellFormed(std::span<const char> payload, uint32_t entry_count,
+                       int64_t first_timestamp_us, int64_t* max_timestamp_us) {
+  const char* p = payload.data();
+  const char* const end = p + payload.size();
+  int64_t max_timestamp = first_timestamp_us;
+  for (uint32_t i = 0; i < entry_count; ++i) {
+    uint64_t record_length;
+    if (!QuickVarint32(p, end, &record_length)) return false;
+    if (VarintLength(record_length) + record_length > kMaxEntryBytes) return false;
+    if (record_length > static_cast<uint64_t>(end - p)) return false;
+    const char* const record_end = p + record_length;
+    if (p == record_end) return false;  // no attributes
+    const uint8_t attributes = static_cast<uint8_t>(*p++);
+    if ((attributes & ~kKnownAttributes) != 0) return false;
+    uint64_t zigzag_delta;
+    if (!QuickVarint64(p, record_end, &zigzag_delta)) return false;
+    if (i == 0 && zigzag_delta != 0) return false;
+    max_timestamp = std::max(max_timestamp, ApplyTimestampDelta(first_timestamp_us, zigzag_delta));
+    uint64_t length;
+    if ((attributes & kAttributeHasKey) != 0) {
+      if (!QuickVarint32(p, record_end, &length) || length > kMaxKeyBytes ||
+          !QuickSkip(p, record_end, length)) {
+        return false;
+      }
+    }
+    if (!QuickVarint32(p, record_end, &length) || !QuickSkip(p, record_end, length)) return false;
+    uint64_t header_count;
+    if (!QuickVarint32(p, record_end, &header_count) || header_count > kMaxHeadersPerEntry) {
+      return false;
+    }
+    for (uint64_t h = 0; h < header_count; ++h) {
+      uint64_t name_length;
+      uint64_t value_length;
+      if (!QuickVarint32(p, record_end, &name_length) || name_length > kMaxHeaderBytes ||
+          !QuickSkip(p, record_end, name_length) || !QuickVarint32(p, record_end, &value_length) ||
+          value_length > kMaxHeaderBytes - name_length || !QuickSkip(p, record_end, value_length)) {
+        return false;
+      }
+    }
+    if (p != record_end) return false;  // bytes after the last header
+  }
+  if (p != end) return false;  // bytes after the last entry
+  *max_timestamp_us = max_timestamp;
+  return true;
+}
+
+absl::StatusOr<int64_t> CheckEntries(std::span<const char> payload, uint32_t entry_count,
+                                     int64_t first_timestamp_us) {
+  Decoder decoder(payload);
+  int64_t max_timestamp_us = first_timestamp_us;
+  DecodedEntry entry;
+  for (uint32_t i = 0; i < entry_count; ++i) {
+    if (decoder.empty()) {
+      return absl::DataLossError(
+          absl::StrFormat("batch payload ends after %d of %d entries", i, entry_count));
+    }
+    CAIRN_RETURN_IF_ERROR(
+        DecodeEntry(decoder, first_timestamp_us, i, /*validate_headers=*/true, &entry));
+    max_timestamp_us = std::max(max_timestamp_us, entry.timestamp_us);
+  }
+  if (!decoder.empty()) {
+    return absl::DataLossError(absl::StrFormat("batch payload has %d bytes after its %d entries",
+                                               decoder.remaining(), entry_count));
+  }
+  return max_timestamp_us;
+}
+
+namespace {
+
 // Iterating a parsed view cannot fail unless its borrowed bytes changed after Parse, which breaks
 // the BatchView contract. Serving whatever the bytes now say would be silent corruption.
 [[noreturn]] void DieOnChangedBytes(const absl::Status& status) {
@@ -547,22 +659,13 @@ absl::StatusOr<BatchView> BatchView::Parse(std::span<const char> bytes) {
   CAIRN_RETURN_IF_ERROR(internal::CheckHeaderLimits(header));
 
   // The checksum matched, so what follows catches bugs in a writer rather than bit rot, and
-  // keeps the promise that iterating this view cannot fail.
-  Decoder decoder(payload);
-  int64_t max_timestamp_us = header.first_timestamp_us;
-  internal::DecodedEntry entry;
-  for (uint32_t i = 0; i < header.entry_count; ++i) {
-    if (decoder.empty()) {
-      return absl::DataLossError(
-          absl::StrFormat("batch payload ends after %d of %d entries", i, header.entry_count));
-    }
-    CAIRN_RETURN_IF_ERROR(internal::DecodeEntry(decoder, header.first_timestamp_us, i,
-                                                /*validate_headers=*/true, &entry));
-    max_timestamp_us = std::max(max_timestamp_us, entry.timestamp_us);
-  }
-  if (!decoder.empty()) {
-    return absl::DataLossError(absl::StrFormat("batch payload has %d bytes after its %d entries",
-                                               decoder.remaining(), header.entry_count));
+  // keeps the promise that iterating this view cannot fail. The quick walk runs on every batch;
+  // only a payload it refuses is walked again, to say what is wrong.
+  int64_t max_timestamp_us;
+  if (!internal::EntriesWellFormed(payload, header.entry_count, header.first_timestamp_us,
+                                   &max_timestamp_us)) {
+    CAIRN_ASSIGN_OR_RETURN(max_timestamp_us, internal::CheckEntries(payload, header.entry_count,
+                                                                    header.first_timestamp_us));
   }
   if (max_timestamp_us != header.max_timestamp_us) {
     return absl::DataLossError(

@@ -171,6 +171,17 @@ uint64_t ComputeBatchChecksum(std::span<const char> header, uint64_t payload_has
 absl::Status StampBatch(std::span<char> batch, uint64_t ledger_id, uint64_t base_entry_id,
                         uint64_t payload_hash);
 
+// The two walks over a payload of `entry_count` entries that BatchView::Parse makes, exposed so
+// that tests can hold them to the same rules. Both check every entry's framing, fields, limits
+// and headers, that the entries fill the payload exactly, and give the entries' largest
+// timestamp. EntriesWellFormed only says whether all is well, and is what Parse runs on every
+// batch; CheckEntries says what is wrong (kDataLoss, or kInvalidArgument for an entry over a
+// limit), and is what Parse runs to explain a payload that EntriesWellFormed refused.
+bool EntriesWellFormed(std::span<const char> payload, uint32_t entry_count,
+                       int64_t first_timestamp_us, int64_t* max_timestamp_us);
+absl::StatusOr<int64_t> CheckEntries(std::span<const char> payload, uint32_t entry_count,
+                                     int64_t first_timestamp_us);
+
 // Encoded size of `entry` in a batch whose first entry has timestamp `first_timestamp_us`,
 // record_length's varint included. Checks no limits.
 size_t EncodedEntrySize(const EntryInput& entry, int64_t first_timestamp_us);

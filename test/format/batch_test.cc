@@ -1079,6 +1079,76 @@ TEST_CASE("malformed entries under a valid checksum are data loss", "[format][co
   }
 }
 
+// Parse trusts the quick walk whenever it accepts, so it must accept exactly what the detailed
+// walk accepts and agree on the largest timestamp. Every byte of a payload whose entries use
+// every field is replaced by values that break varints, lengths and attributes in turn.
+TEST_CASE("the quick entry walk accepts exactly what the detailed walk accepts",
+          "[format][corruption]") {
+  RawEntry first;
+  first.attributes = 1;
+  first.key = "key";
+  first.value = "value";
+  first.headers = {{"name", "v"}, {"", ""}};
+  RawEntry second;
+  second.value = std::string(130, 'x');  // a two-byte length varint
+  second.zigzag_delta = internal::ZigZagEncode64(-300);
+  RawEntry third;
+  third.attributes = 1;
+  third.value = "";
+  third.zigzag_delta = internal::ZigZagEncode64(1) << 40;  // a long delta varint
+  third.headers = {{"h", std::string(200, 'y')}};
+  const std::string payload = EncodeRaw(first) + EncodeRaw(second) + EncodeRaw(third);
+  constexpr int64_t kFirstTimestamp = 1'000'000;
+
+  int accepted = 0;
+  int refused = 0;
+  auto compare = [&](const std::string& bytes, uint32_t entry_count) {
+    int64_t quick_max = 0;
+    const bool quick =
+        internal::EntriesWellFormed(Bytes(bytes), entry_count, kFirstTimestamp, &quick_max);
+    const absl::StatusOr<int64_t> detailed =
+        internal::CheckEntries(Bytes(bytes), entry_count, kFirstTimestamp);
+    REQUIRE(quick == detailed.ok());
+    if (quick) {
+      REQUIRE(quick_max == *detailed);
+      ++accepted;
+    } else {
+      const absl::StatusCode code = detailed.status().code();
+      REQUIRE((code == absl::StatusCode::kDataLoss || code == absl::StatusCode::kInvalidArgument));
+      ++refused;
+    }
+  };
+
+  compare(payload, 3);
+  REQUIRE(accepted == 1);
+  for (uint32_t count : {0u, 1u, 2u, 4u}) compare(payload, count);
+  for (size_t length = 0; length < payload.size(); ++length) compare(payload.substr(0, length), 3);
+
+  const uint8_t replacements[] = {0x00, 0x01, 0x02, 0x03, 0x05, 0x7f, 0x80, 0x81, 0xfe, 0xff};
+  for (size_t at = 0; at < payload.size(); ++at) {
+    INFO("byte " << at);
+    std::string mutated = payload;
+    const uint8_t original = static_cast<uint8_t>(payload[at]);
+    for (uint8_t bit = 0; bit < 8; ++bit) {
+      mutated[at] = static_cast<char>(original ^ (1u << bit));
+      compare(mutated, 3);
+    }
+    for (uint8_t value : replacements) {
+      mutated[at] = static_cast<char>(value);
+      compare(mutated, 3);
+    }
+    mutated = payload;
+    mutated.erase(at, 1);
+    compare(mutated, 3);
+    mutated = payload;
+    mutated.insert(at, 1, '\x80');
+    compare(mutated, 3);
+  }
+  // Both outcomes occurred, so neither walk is trivially one-sided.
+  CHECK(accepted > 1);
+  CHECK(refused > 1000);
+}
+
 TEST_CASE("random garbage is rejected without crashing", "[format][fuzz]") {
   const uint64_t seed = TestSeed();
   std::printf("random garbage is rejected without crashing: seed %" PRIu64 " (CAIRN_TEST_SEED)\n",

@@ -6,6 +6,7 @@
 // the entry decoder instead of stopping at the checksum. Whatever Parse accepts must satisfy every
 // invariant the format promises, and must re-encode through BatchBuilder to the identical bytes:
 // the encoding is canonical, so the decoder may accept nothing the builder would not produce.
+// The payload is also walked by both of Parse's entry walks, which must agree.
 //
 // Seed corpus: test/fuzz/corpus/batch_decoder (regenerate with make_batch_corpus).
 
@@ -143,5 +144,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   cairn::internal::EncodeFixed64(fixed.data() + cairn::internal::kBatchChecksumOffset,
                                  cairn::internal::ComputeBatchChecksum(fixed, payload_hash));
   CheckParse(fixed);
+
+  // Parse trusts its quick entry walk whenever it accepts: it must accept exactly what the
+  // detailed walk accepts, and find the same largest timestamp.
+  const std::span<const char> payload =
+      std::span<const char>(fixed).subspan(kBatchHeaderSize, payload_size);
+  const uint32_t entry_count =
+      cairn::internal::DecodeFixed32(fixed.data() + cairn::internal::kBatchEntryCountOffset);
+  const int64_t first_timestamp_us = static_cast<int64_t>(
+      cairn::internal::DecodeFixed64(fixed.data() + cairn::internal::kBatchFirstTimestampOffset));
+  int64_t quick_max = 0;
+  const bool quick =
+      cairn::internal::EntriesWellFormed(payload, entry_count, first_timestamp_us, &quick_max);
+  const absl::StatusOr<int64_t> detailed =
+      cairn::internal::CheckEntries(payload, entry_count, first_timestamp_us);
+  FUZZ_CHECK(quick == detailed.ok());
+  if (quick) FUZZ_CHECK(quick_max == *detailed);
   return 0;
 }
