@@ -142,6 +142,10 @@ ABSL_FLAG(uint64_t, raw_sync_bytes, 4096, "Bytes written per round of the raw fd
 ABSL_FLAG(uint32_t, raw_group_files, 64,
           "Files of raw_group_sync: compared with sync cases that append to as many ledgers.");
 ABSL_FLAG(uint64_t, raw_group_rounds, 500, "Rounds of raw_group_sync.");
+ABSL_FLAG(uint64_t, raw_journal_rounds, 4000, "Rounds of raw_journal_rounds(_pipelined).");
+ABSL_FLAG(uint64_t, raw_journal_bytes, 64 * 1024,
+          "Bytes each round of raw_journal_rounds(_pipelined) writes: the journal's share of a "
+          "round of 64 appends of 1 KiB.");
 
 ABSL_FLAG(uint64_t, entries, 0, "Override: entries each selected cairn case appends.");
 ABSL_FLAG(uint64_t, entry_bytes, 0, "Override: bytes of each entry's value.");
@@ -212,6 +216,7 @@ enum class Kind {
   kRawRead,
   kRawSync,
   kRawGroupSync,
+  kRawJournalRounds,
   kAppend,
   kCatchUpRead,
   kTailRead,
@@ -222,7 +227,7 @@ enum class Kind {
 
 bool IsRaw(Kind kind) {
   return kind == Kind::kRawWriteExtend || kind == Kind::kRawWrite || kind == Kind::kRawRead ||
-         kind == Kind::kRawSync || kind == Kind::kRawGroupSync;
+         kind == Kind::kRawSync || kind == Kind::kRawGroupSync || kind == Kind::kRawJournalRounds;
 }
 bool IsOpen(Kind kind) { return kind == Kind::kOpenClean || kind == Kind::kOpenCrash; }
 
@@ -411,6 +416,20 @@ std::vector<Case> AllCases() {
        .batch_entries = 10,
        .durability = Durability::kSync,
        .tail_batches_per_s = 1'000});
+  // What pipelining a journal's rounds could gain on this disk: the next round's write while
+  // the last round's fdatasync runs (docs/storage.md, "The journal").
+  add({.name = "raw_journal_rounds",
+       .kind = Kind::kRawJournalRounds,
+       .suite = Suite::kFull,
+       .summary = "rounds of one --raw_journal_bytes O_DIRECT overwrite + fdatasync of one file, "
+                  "one after the other",
+       .pipelined = false});
+  add({.name = "raw_journal_rounds_pipelined",
+       .kind = Kind::kRawJournalRounds,
+       .suite = Suite::kFull,
+       .summary = "raw_journal_rounds, each round's write started as soon as the round before "
+                  "started its fdatasync (ratio_vs_serial)",
+       .pipelined = true});
   add({.name = "open_clean_big",
        .kind = Kind::kOpenClean,
        .suite = Suite::kFull,
@@ -554,6 +573,8 @@ struct RawFigures {
   // raw_group_sync: writes (each one file's share of a round) per second, over group_files.
   std::optional<double> group_sync_ops_per_s;
   uint32_t group_files = 0;
+  // raw_journal_rounds: rounds per second, one after the other.
+  std::optional<double> journal_rounds_per_s;
 };
 
 struct Context {
@@ -573,6 +594,8 @@ struct Context {
   uint64_t raw_sync_bytes = 0;
   uint32_t raw_group_files = 0;
   uint64_t raw_group_rounds = 0;
+  uint64_t raw_journal_rounds = 0;
+  uint64_t raw_journal_bytes = 0;
   RawFigures raw;
   // Entries per second of the last sync case with one blocking appender and one entry per
   // append, by entry size: what ratio_vs_blocking_appender compares other sync cases with.
@@ -1070,6 +1093,9 @@ Report RawReport(const Context& ctx, const Case& c, const RawResult& result, boo
   if (c.kind == Kind::kRawGroupSync) {
     r.Int("direct", 1);
     r.Int("queue_depth", ctx.raw_group_files);
+  } else if (c.kind == Kind::kRawJournalRounds) {
+    r.Int("direct", 1);
+    r.Int("pipelined", c.pipelined ? 1 : 0);
   } else {
     r.Int("direct", sync ? 0 : 1);
     r.Int("queue_depth", sync ? 1 : ctx.raw_sequential.queue_depth);
@@ -1134,6 +1160,22 @@ absl::StatusOr<Report> RunRawCase(Context& ctx, const Case& c) {
       Report r = RawReport(ctx, c, *result, false, /*sync=*/true);
       ctx.raw.group_sync_ops_per_s = static_cast<double>(result->operations) / result->seconds;
       ctx.raw.group_files = ctx.raw_group_files;
+      return r;
+    }
+    case Kind::kRawJournalRounds: {
+      const std::string path = ctx.root + "/raw/journal.data";
+      RemoveTree(path);
+      absl::StatusOr<RawResult> result = MeasureJournalRounds(*ctx.fs, path, ctx.raw_journal_rounds,
+                                                              ctx.raw_journal_bytes, c.pipelined);
+      RemoveTree(path);
+      if (!result.ok()) return result.status();
+      Report r = RawReport(ctx, c, *result, false, /*sync=*/true);
+      const double rounds_per_s = static_cast<double>(result->operations) / result->seconds;
+      if (!c.pipelined) {
+        ctx.raw.journal_rounds_per_s = rounds_per_s;
+      } else if (ctx.raw.journal_rounds_per_s.has_value()) {
+        r.Number("ratio_vs_serial", rounds_per_s / *ctx.raw.journal_rounds_per_s, 3);
+      }
       return r;
     }
     default:
@@ -1949,10 +1991,13 @@ int Main(int argc, char** argv) {
   ctx.raw_sync_bytes = absl::GetFlag(FLAGS_raw_sync_bytes);
   ctx.raw_group_files = absl::GetFlag(FLAGS_raw_group_files);
   ctx.raw_group_rounds = absl::GetFlag(FLAGS_raw_group_rounds);
+  ctx.raw_journal_rounds = absl::GetFlag(FLAGS_raw_journal_rounds);
+  ctx.raw_journal_bytes = absl::GetFlag(FLAGS_raw_journal_bytes);
   if (ctx.smoke) {
     ctx.raw_sequential.file_bytes = std::min<uint64_t>(ctx.raw_sequential.file_bytes, 4 * kMiB);
     ctx.raw_sync_ops = std::min<uint64_t>(ctx.raw_sync_ops, 20);
     ctx.raw_group_rounds = std::min<uint64_t>(ctx.raw_group_rounds, 5);
+    ctx.raw_journal_rounds = std::min<uint64_t>(ctx.raw_journal_rounds, 20);
   }
 
   absl::StatusOr<IoEngine> engine = ParseIoEngine(absl::GetFlag(FLAGS_engine));

@@ -2,6 +2,7 @@
 #include "bench/raw_limits.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -229,6 +230,81 @@ absl::StatusOr<RawResult> MeasureGroupSyncLoop(FileSystem& fs, const std::string
   result.seconds = Seconds(Clock::now() - begin);
   result.operations = rounds * files;
   result.bytes = result.operations * write_bytes;
+  return result;
+}
+
+absl::StatusOr<RawResult> MeasureJournalRounds(FileSystem& fs, const std::string& path,
+                                               uint64_t rounds, uint64_t write_bytes,
+                                               bool pipelined) {
+  if (rounds == 0 || write_bytes == 0 || write_bytes % kDirectIoAlignment != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "journal rounds: %d rounds of writes of %d bytes (a positive multiple of %d)", rounds,
+        write_bytes, kDirectIoAlignment));
+  }
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> file,
+                         fs.OpenFile(path, {.create = true, .exclusive = true, .direct = true}));
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<IoQueue> queue, fs.NewQueue({.depth = 4}));
+  const AlignedBuffer buffer = RandomBuffer(write_bytes, 13);
+  std::span<char> data(buffer.get(), write_bytes);
+  // Untimed: every block the rounds write is written once before, and made durable, so that a
+  // round's sync has no allocation or size change to commit.
+  {
+    SequentialOptions fill;
+    fill.file_bytes = rounds * write_bytes;
+    fill.block_bytes = write_bytes;
+    fill.queue_depth = 8;
+    CAIRN_RETURN_IF_ERROR(RunSequential(fs, *file, IoOp::kWrite, fill).status());
+  }
+
+  enum : uint64_t { kWriteTag = 1, kSyncTag = 2 };
+  RawResult result;
+  bool sync_in_flight = false;
+  Clock::time_point synced_round_start;  // of the round whose sync is in flight
+  // Reaps until the write of the round just started is done (`write_done`) and, if `sync_too`,
+  // the sync in flight has ended; a sync's end records its round's latency.
+  const auto reap = [&](bool& write_done, bool sync_too) -> absl::Status {
+    std::array<IoCompletion, 4> done;
+    while (!write_done || (sync_too && sync_in_flight)) {
+      CAIRN_ASSIGN_OR_RETURN(size_t n, queue->Reap(std::span<IoCompletion>(done), 1));
+      const Clock::time_point now = Clock::now();
+      for (size_t i = 0; i < n; ++i) {
+        CAIRN_RETURN_IF_ERROR(done[i].status);
+        if (done[i].tag == kWriteTag) {
+          if (done[i].bytes != write_bytes) {
+            return absl::DataLossError(absl::StrFormat("%s: a write moved %d of %d bytes", path,
+                                                       done[i].bytes, write_bytes));
+          }
+          write_done = true;
+        } else {
+          sync_in_flight = false;
+          result.latency_ns.Record(Nanoseconds(now - synced_round_start));
+        }
+      }
+    }
+    return absl::OkStatus();
+  };
+  const Clock::time_point begin = Clock::now();
+  for (uint64_t round = 0; round < rounds; ++round) {
+    std::memcpy(data.data(), &round, sizeof(round));
+    const Clock::time_point start = Clock::now();
+    CAIRN_RETURN_IF_ERROR(
+        queue->Enqueue(IoRequest::Write(file.get(), round * write_bytes, data, kWriteTag)));
+    CAIRN_RETURN_IF_ERROR(queue->Submit());
+    bool write_done = false;
+    // Serial: nothing else is in flight. Pipelined: the sync of the round before may be, and
+    // this round's sync starts once it ended.
+    CAIRN_RETURN_IF_ERROR(reap(write_done, /*sync_too=*/true));
+    synced_round_start = start;
+    CAIRN_RETURN_IF_ERROR(queue->Enqueue(IoRequest::DataSync(file.get(), kSyncTag)));
+    CAIRN_RETURN_IF_ERROR(queue->Submit());
+    sync_in_flight = true;
+    if (!pipelined) CAIRN_RETURN_IF_ERROR(reap(write_done, /*sync_too=*/true));
+  }
+  bool none = true;
+  CAIRN_RETURN_IF_ERROR(reap(none, /*sync_too=*/true));
+  result.seconds = Seconds(Clock::now() - begin);
+  result.operations = rounds;
+  result.bytes = rounds * write_bytes;
   return result;
 }
 

@@ -14,6 +14,13 @@
 //    thread. Each round writes `write_bytes` with O_DIRECT at the end of every one of `files`
 //    files (allocated ahead, as cairn's segments are), all in flight together, then syncs the file
 //    system once. Each round is one latency sample; each file's write counts as one operation.
+//  - Journal rounds: the device's bound for a journal's group commit. Each round writes
+//    `write_bytes` with O_DIRECT over blocks of one file that were written before (as the
+//    journal's zeros ahead make them), then fdatasyncs it. Either one round after the other, or
+//    pipelined: a round's write starts as soon as the round before has started its sync (at most
+//    one sync in flight, each started once the one before it ended), which is what a store
+//    whose next round is ready at once could do (BookKeeper's journal and force-write threads).
+//    Each round is one latency sample, from its write's start to its sync's end.
 //
 // Buffers are filled with pseudo-random bytes, so that a device or a virtual disk that detects
 // zero or repeated blocks gets no shortcut.
@@ -58,5 +65,10 @@ absl::StatusOr<RawResult> MeasureWriteSyncLoop(FileSystem& fs, const std::string
 absl::StatusOr<RawResult> MeasureGroupSyncLoop(FileSystem& fs, const std::string& dir,
                                                uint32_t files, uint64_t rounds,
                                                uint64_t write_bytes);
+
+// `rounds` journal rounds of `write_bytes` over a new file at `path` (written whole first).
+absl::StatusOr<RawResult> MeasureJournalRounds(FileSystem& fs, const std::string& path,
+                                               uint64_t rounds, uint64_t write_bytes,
+                                               bool pipelined);
 
 }  // namespace cairn::bench
