@@ -260,11 +260,11 @@ absl::StatusOr<RawResult> MeasureJournalRounds(FileSystem& fs, const std::string
   RawResult result;
   bool sync_in_flight = false;
   Clock::time_point synced_round_start;  // of the round whose sync is in flight
-  // Reaps until the write of the round just started is done (`write_done`) and, if `sync_too`,
-  // the sync in flight has ended; a sync's end records its round's latency.
-  const auto reap = [&](bool& write_done, bool sync_too) -> absl::Status {
+  // Reaps until the write of the round just started is done (if `write_pending`) and the sync
+  // in flight has ended; a sync's end records its round's latency.
+  const auto reap = [&](bool write_pending) -> absl::Status {
     std::array<IoCompletion, 4> done;
-    while (!write_done || (sync_too && sync_in_flight)) {
+    while (write_pending || sync_in_flight) {
       CAIRN_ASSIGN_OR_RETURN(size_t n, queue->Reap(std::span<IoCompletion>(done), 1));
       const Clock::time_point now = Clock::now();
       for (size_t i = 0; i < n; ++i) {
@@ -274,7 +274,7 @@ absl::StatusOr<RawResult> MeasureJournalRounds(FileSystem& fs, const std::string
             return absl::DataLossError(absl::StrFormat("%s: a write moved %d of %d bytes", path,
                                                        done[i].bytes, write_bytes));
           }
-          write_done = true;
+          write_pending = false;
         } else {
           sync_in_flight = false;
           result.latency_ns.Record(Nanoseconds(now - synced_round_start));
@@ -290,18 +290,16 @@ absl::StatusOr<RawResult> MeasureJournalRounds(FileSystem& fs, const std::string
     CAIRN_RETURN_IF_ERROR(
         queue->Enqueue(IoRequest::Write(file.get(), round * write_bytes, data, kWriteTag)));
     CAIRN_RETURN_IF_ERROR(queue->Submit());
-    bool write_done = false;
     // Serial: nothing else is in flight. Pipelined: the sync of the round before may be, and
     // this round's sync starts once it ended.
-    CAIRN_RETURN_IF_ERROR(reap(write_done, /*sync_too=*/true));
+    CAIRN_RETURN_IF_ERROR(reap(/*write_pending=*/true));
     synced_round_start = start;
     CAIRN_RETURN_IF_ERROR(queue->Enqueue(IoRequest::DataSync(file.get(), kSyncTag)));
     CAIRN_RETURN_IF_ERROR(queue->Submit());
     sync_in_flight = true;
-    if (!pipelined) CAIRN_RETURN_IF_ERROR(reap(write_done, /*sync_too=*/true));
+    if (!pipelined) CAIRN_RETURN_IF_ERROR(reap(/*write_pending=*/false));
   }
-  bool none = true;
-  CAIRN_RETURN_IF_ERROR(reap(none, /*sync_too=*/true));
+  CAIRN_RETURN_IF_ERROR(reap(/*write_pending=*/false));
   result.seconds = Seconds(Clock::now() - begin);
   result.operations = rounds;
   result.bytes = rounds * write_bytes;
