@@ -46,7 +46,7 @@ ABSL_FLAG(int64_t, linger_us, 1000,
           "How long a batch waits for more messages after its first (ProducerOptions::linger).");
 ABSL_FLAG(uint64_t, batch_bytes, 128 << 10,
           "A batch is sent when it holds this many bytes (ProducerOptions::max_batch_bytes).");
-ABSL_FLAG(uint64_t, max_pending_bytes, 64 << 20,
+ABSL_FLAG(uint64_t, max_pending_bytes, 16 << 20,
           "Bytes of messages a producer may have sent and not yet had answered before a send "
           "waits (ProducerOptions::max_pending_bytes).");
 ABSL_FLAG(std::string, retention_age, "",

@@ -506,7 +506,7 @@ TEST_CASE("cli: perf produce stops at the first failed send", "[cli][daemon]") {
   CHECK(acknowledged > 0);
   CHECK(failed > 0);
   // The messages sent, answered all: far fewer than asked for (the producer holds at most
-  // max_pending_bytes, 64 MiB, of them unanswered).
+  // max_pending_bytes, 16 MiB, of them unanswered).
   CHECK(acknowledged + failed < 100'000'000);
   CHECK(daemon.WaitExit() == 0);
 }

@@ -133,8 +133,10 @@ struct ProducerOptions {
   size_t max_batch_bytes = size_t{128} << 10;
   size_t max_batch_messages = 1000;
   // Messages accepted and not yet acknowledged; SendAsync waits beyond it (back-pressure). The
-  // buffers of answered batches are kept for reuse, up to as many bytes again.
-  size_t max_pending_bytes = size_t{64} << 20;
+  // buffers of answered batches are kept for reuse, up to as many bytes again. The default is
+  // the proxy's window of sends in flight (ProxyOptions::max_in_flight_send_bytes): more
+  // pending than the proxy takes in only waits in buffers, and adds latency and memory.
+  size_t max_pending_bytes = size_t{16} << 20;
 };
 
 using SendCallback = std::function<void(absl::StatusOr<MessageId>)>;
