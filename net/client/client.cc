@@ -36,6 +36,7 @@
 #include "net/net_status.h"
 #include "net/producer_stamp.h"
 #include "net/schema/proxy.capnp.h"
+#include "src/util/short_lock.h"
 
 namespace cairn::net {
 namespace {
@@ -840,7 +841,9 @@ class ProducerCore final : public SessionUser {
 
   // Two locks, so that the network thread's work per batch does not wait for senders, which
   // take mu_ for every message. Order: mu_, then handoff_mu_.
-  std::mutex mu_;
+  // Taken by the sending threads once per message, by the network thread once per batch: a
+  // ShortLock, whose unlock does not wait for the message's copy to drain (src/util/short_lock.h).
+  cairn::internal::ShortLock mu_;
   std::vector<ProducerBatch> open_;       // guarded by mu_, one per partition
   std::vector<uint64_t> linger_epoch_;    // guarded by mu_: batches sealed per partition
   std::vector<uint64_t> next_batch_seq_;  // guarded by mu_: the next batch's stamp, per partition

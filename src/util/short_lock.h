@@ -1,0 +1,95 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// ShortLock: a mutual-exclusion lock for critical sections of tens of nanoseconds that one
+// thread takes millions of times a second and others take now and then (a producer's sending
+// thread, once per message, and its network thread, once per batch).
+//
+// Why not std::mutex: its unlock is an atomic exchange, which tells it whether a waiter needs a
+// wake, and on x86 that is a full barrier: it waits until every store of the critical section
+// has drained from the store buffer. In a producer's SendAsync, which copies each message into
+// its batch under the lock, std::mutex's unlock was the hottest instruction of the sending
+// thread. A ShortLock's unlock is a plain release store, which waits for nothing.
+//
+// The price: an unlock cannot know for certain that no thread is about to sleep on the lock
+// (that would take the barrier it avoids). A waiter spins a little first, then sleeps on a
+// futex with a timeout (kSleep). The unlock wakes a sleeper it sees; one that it could not see
+// yet (registered as the lock was being released) wakes at its timeout and tries again. No
+// release is ever lost for longer than kSleep, and without contention a lock and an unlock are
+// one exchange and one store.
+#pragma once
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+
+namespace cairn::internal {
+
+class ShortLock {
+ public:
+  ShortLock() = default;
+  ShortLock(const ShortLock&) = delete;
+  ShortLock& operator=(const ShortLock&) = delete;
+
+  void lock() {
+    if (state_.exchange(1, std::memory_order_acquire) == 0) return;
+    LockContended();
+  }
+
+  bool try_lock() {
+    return state_.load(std::memory_order_relaxed) == 0 &&
+           state_.exchange(1, std::memory_order_acquire) == 0;
+  }
+
+  void unlock() {
+    state_.store(0, std::memory_order_release);
+    if (sleepers_.load(std::memory_order_relaxed) != 0) {
+      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&state_), FUTEX_WAKE_PRIVATE, 1, nullptr,
+              nullptr, 0);
+    }
+  }
+
+ private:
+  // Spins before a sleep: a critical section is short, and the thread holding the lock is
+  // usually running.
+  static constexpr int kSpins = 128;
+  // How long a sleeper sleeps at most before it tries again (see above).
+  static constexpr long kSleepNs = 50'000;
+
+  static void Pause() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+  }
+
+  void LockContended() {
+    for (;;) {
+      for (int spin = 0; spin < kSpins; ++spin) {
+        Pause();
+        if (try_lock()) return;
+      }
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      // Sleeps only while the lock is still held (the kernel checks it under its own lock);
+      // returns at a wake, at the timeout, or at once if it was released meanwhile.
+      if (state_.load(std::memory_order_seq_cst) != 0) {
+        const timespec timeout{0, kSleepNs};
+        syscall(SYS_futex, reinterpret_cast<uint32_t*>(&state_), FUTEX_WAIT_PRIVATE, 1,
+                &timeout, nullptr, 0);
+      }
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
+      if (try_lock()) return;
+    }
+  }
+
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
+  // 0: free, 1: held. Beside it on the same cache line, which the unlock has just written.
+  std::atomic<uint32_t> state_{0};
+  std::atomic<uint32_t> sleepers_{0};  // threads in or about to be in the futex sleep
+};
+
+}  // namespace cairn::internal

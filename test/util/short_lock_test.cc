@@ -1,0 +1,84 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// Tests of ShortLock: mutual exclusion with threads spinning and sleeping on it, and waiters that
+// sleep through a long hold.
+
+#include "src/util/short_lock.h"
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace cairn::internal {
+namespace {
+
+TEST_CASE("ShortLock: one thread at a time holds it, and every update under it counts",
+          "[util][short_lock]") {
+  ShortLock lock;
+  std::atomic<int> inside{0};
+  std::atomic<int> overlaps{0};
+  uint64_t counter = 0;  // Plain: only the lock orders the threads' updates.
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 100'000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kRounds; ++i) {
+        std::lock_guard guard(lock);
+        if (inside.fetch_add(1) != 0) overlaps.fetch_add(1);
+        ++counter;
+        // Now and then a long hold, so that the others go past spinning and sleep on it.
+        if (i % 10'000 == t) std::this_thread::sleep_for(std::chrono::microseconds(200));
+        inside.fetch_sub(1);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  CHECK(overlaps.load() == 0);
+  CHECK(counter == uint64_t{kThreads} * kRounds);
+}
+
+TEST_CASE("ShortLock: a waiter blocks while it is held and gets it once released",
+          "[util][short_lock]") {
+  ShortLock lock;
+  lock.lock();
+  int value = 0;  // Written under the lock by this thread, read under it by the waiter.
+  std::atomic<bool> acquired{false};
+  int seen = -1;
+  std::thread waiter([&] {
+    lock.lock();
+    acquired.store(true);
+    seen = value;
+    lock.unlock();
+  });
+  // Long enough for the waiter to pass its spins and sleep on the lock's futex.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK_FALSE(acquired.load());
+  value = 42;
+  lock.unlock();
+  waiter.join();
+  CHECK(acquired.load());
+  CHECK(seen == 42);
+}
+
+TEST_CASE("ShortLock: try_lock fails while it is held and succeeds once it is free",
+          "[util][short_lock]") {
+  ShortLock lock;
+  REQUIRE(lock.try_lock());
+  bool other = true;
+  std::thread([&] { other = lock.try_lock(); }).join();
+  CHECK_FALSE(other);
+  lock.unlock();
+  std::thread([&] {
+    other = lock.try_lock();
+    if (other) lock.unlock();
+  }).join();
+  CHECK(other);
+}
+
+}  // namespace
+}  // namespace cairn::internal
