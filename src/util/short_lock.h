@@ -11,14 +11,23 @@
 // thread. A ShortLock's unlock is a plain release store, which waits for nothing.
 //
 // The price: an unlock cannot know for certain that no thread is about to sleep on the lock
-// (that would take the barrier it avoids). A waiter spins a little first, then sleeps on a
-// futex with a timeout (kSleep). The unlock wakes a sleeper it sees; one that it could not see
+// (that would take the barrier it avoids). So a waiter spins a little (kSpins), gives up its core
+// a few times (kYields: the holder may be a thread that was preempted), and only then sleeps on
+// a futex, with a timeout (kSleepNs). The unlock wakes a sleeper it sees; one it could not see
 // yet (registered as the lock was being released) wakes at its timeout and tries again. No
-// release is ever lost for longer than kSleep, and without contention a lock and an unlock are
-// one exchange and one store.
+// release is lost for longer than kSleepNs, and without contention a lock and an unlock are one
+// exchange and one store.
+//
+// bench/lock_bench (a critical section that copies 110 bytes, an idle thread beside, medians of
+// 3 repetitions): 6.8 ns per acquisition alone against 13.0 for std::mutex; with 2, 4 and 16
+// threads contending for the 2 cores here, 9-16 ns against 114-192 (a thread that keeps the
+// lock for many acquisitions in a row counts for much of that: this lock is not fair). Without
+// the yields, spinning straight into the futex sleep was 3-7x slower than std::mutex with 16
+// threads: the spinners took the cores from a preempted holder, and every unlock paid a wake.
 #pragma once
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -53,11 +62,13 @@ class ShortLock {
   }
 
  private:
-  // Spins before a sleep: a critical section is short, and the thread holding the lock is
+  // Spins before each yield: a critical section is short, and the thread holding the lock is
   // usually running.
-  static constexpr int kSpins = 128;
+  static constexpr int kSpins = 32;
+  // Yields before a sleep.
+  static constexpr int kYields = 16;
   // How long a sleeper sleeps at most before it tries again (see above).
-  static constexpr long kSleepNs = 50'000;
+  static constexpr long kSleepNs = 1'000'000;
 
   static void Pause() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -69,15 +80,19 @@ class ShortLock {
 
   void LockContended() {
     for (;;) {
-      for (int spin = 0; spin < kSpins; ++spin) {
-        Pause();
+      for (int yield = 0; yield <= kYields; ++yield) {
+        for (int spin = 0; spin < kSpins; ++spin) {
+          Pause();
+          if (try_lock()) return;
+        }
+        sched_yield();
         if (try_lock()) return;
       }
       sleepers_.fetch_add(1, std::memory_order_seq_cst);
       // Sleeps only while the lock is still held (the kernel checks it under its own lock);
       // returns at a wake, at the timeout, or at once if it was released meanwhile.
       if (state_.load(std::memory_order_seq_cst) != 0) {
-        const timespec timeout{0, kSleepNs};
+        const timespec timeout{kSleepNs / 1'000'000'000, kSleepNs % 1'000'000'000};
         syscall(SYS_futex, reinterpret_cast<uint32_t*>(&state_), FUTEX_WAIT_PRIVATE, 1,
                 &timeout, nullptr, 0);
       }
