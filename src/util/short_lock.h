@@ -102,9 +102,10 @@ class ShortLock {
   }
 
   static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
-  // 0: free, 1: held. Beside it on the same cache line, which the unlock has just written.
-  std::atomic<uint32_t> state_{0};
-  std::atomic<uint32_t> sleepers_{0};  // threads in or about to be in the futex sleep
+  std::atomic<uint32_t> state_{0};  // 0: free, 1: held
+  // Threads in, or about to be in, the futex sleep. On state_'s cache line, which the unlock has
+  // just written, so that the unlock's read of it costs no miss.
+  std::atomic<uint32_t> sleepers_{0};
 };
 
 }  // namespace cairn::internal
