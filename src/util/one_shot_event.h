@@ -15,6 +15,7 @@
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -26,6 +27,16 @@ namespace cairn::internal {
 inline void FutexWait(std::atomic<uint32_t>& word, uint32_t expected) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT_PRIVATE, expected, nullptr,
           nullptr, 0);
+}
+// FutexWait that also returns once `timeout_ns` have passed.
+inline void FutexWaitFor(std::atomic<uint32_t>& word, uint32_t expected, long timeout_ns) {
+  const timespec timeout{timeout_ns / 1'000'000'000, timeout_ns % 1'000'000'000};
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT_PRIVATE, expected, &timeout,
+          nullptr, 0);
+}
+inline void FutexWakeOne(std::atomic<uint32_t>& word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr,
+          0);
 }
 inline void FutexWakeAll(std::atomic<uint32_t>& word) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr,
@@ -55,8 +66,7 @@ class OneShotEvent {
   // Set() returns.
   void Set() {
     state_.store(1, std::memory_order_release);
-    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&state_), FUTEX_WAKE_PRIVATE, 1, nullptr,
-            nullptr, 0);
+    FutexWakeOne(state_);
   }
 
   // Returns once Set() has been called (at once if it has).

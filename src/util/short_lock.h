@@ -26,14 +26,12 @@
 // threads: the spinners took the cores from a preempted holder, and every unlock paid a wake.
 #pragma once
 
-#include <linux/futex.h>
 #include <sched.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
+
+#include "src/util/one_shot_event.h"
 
 namespace cairn::internal {
 
@@ -55,10 +53,7 @@ class ShortLock {
 
   void unlock() {
     state_.store(0, std::memory_order_release);
-    if (sleepers_.load(std::memory_order_relaxed) != 0) {
-      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&state_), FUTEX_WAKE_PRIVATE, 1, nullptr,
-              nullptr, 0);
-    }
+    if (sleepers_.load(std::memory_order_relaxed) != 0) FutexWakeOne(state_);
   }
 
  private:
@@ -91,17 +86,12 @@ class ShortLock {
       sleepers_.fetch_add(1, std::memory_order_seq_cst);
       // Sleeps only while the lock is still held (the kernel checks it under its own lock);
       // returns at a wake, at the timeout, or at once if it was released meanwhile.
-      if (state_.load(std::memory_order_seq_cst) != 0) {
-        const timespec timeout{kSleepNs / 1'000'000'000, kSleepNs % 1'000'000'000};
-        syscall(SYS_futex, reinterpret_cast<uint32_t*>(&state_), FUTEX_WAIT_PRIVATE, 1,
-                &timeout, nullptr, 0);
-      }
+      if (state_.load(std::memory_order_seq_cst) != 0) FutexWaitFor(state_, 1, kSleepNs);
       sleepers_.fetch_sub(1, std::memory_order_relaxed);
       if (try_lock()) return;
     }
   }
 
-  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
   std::atomic<uint32_t> state_{0};  // 0: free, 1: held
   // Threads in, or about to be in, the futex sleep. On state_'s cache line, which the unlock has
   // just written, so that the unlock's read of it costs no miss.

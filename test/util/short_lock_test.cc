@@ -11,61 +11,52 @@
 #include <cstdint>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace cairn::internal {
 namespace {
 
-TEST_CASE("ShortLock: one thread at a time holds it, and every update under it counts",
-          "[util][short_lock]") {
+// `threads` threads each take the lock `rounds` times and count under it; every
+// `long_hold_every`-th time (0: never) a thread holds it for 200 us. Returns the times a thread
+// found another inside, and the count.
+std::pair<int, uint64_t> CountUnderLock(int threads, int rounds, int long_hold_every) {
   ShortLock lock;
   std::atomic<int> inside{0};
   std::atomic<int> overlaps{0};
   uint64_t counter = 0;  // Plain: only the lock orders the threads' updates.
-  constexpr int kThreads = 4;
-  constexpr int kRounds = 100'000;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < kRounds; ++i) {
+  std::vector<std::thread> running;
+  for (int t = 0; t < threads; ++t) {
+    running.emplace_back([&, t] {
+      for (int i = 0; i < rounds; ++i) {
         std::lock_guard guard(lock);
         if (inside.fetch_add(1) != 0) overlaps.fetch_add(1);
         ++counter;
-        // Now and then a long hold, so that the others go past spinning and sleep on it.
-        if (i % 10'000 == t) std::this_thread::sleep_for(std::chrono::microseconds(200));
+        if (long_hold_every != 0 && i % long_hold_every == t) {
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
         inside.fetch_sub(1);
       }
     });
   }
-  for (std::thread& t : threads) t.join();
-  CHECK(overlaps.load() == 0);
-  CHECK(counter == uint64_t{kThreads} * kRounds);
+  for (std::thread& t : running) t.join();
+  return {overlaps.load(), counter};
+}
+
+TEST_CASE("ShortLock: one thread at a time holds it, and every update under it counts",
+          "[util][short_lock]") {
+  // Now and then a long hold, so that the others go past spinning and yielding and sleep on it.
+  const auto [overlaps, counter] = CountUnderLock(4, 100'000, 10'000);
+  CHECK(overlaps == 0);
+  CHECK(counter == uint64_t{4} * 100'000);
 }
 
 TEST_CASE("ShortLock: more threads than cores, short holds: every update counts",
           "[util][short_lock]") {
   // Waiters here mostly yield their core to a holder that was preempted.
-  ShortLock lock;
-  std::atomic<int> overlaps{0};
-  bool inside = false;  // Plain: only the lock orders the threads.
-  uint64_t counter = 0;
-  constexpr int kThreads = 16;
-  constexpr int kRounds = 20'000;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&] {
-      for (int i = 0; i < kRounds; ++i) {
-        std::lock_guard guard(lock);
-        if (inside) overlaps.fetch_add(1);
-        inside = true;
-        ++counter;
-        inside = false;
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  CHECK(overlaps.load() == 0);
-  CHECK(counter == uint64_t{kThreads} * kRounds);
+  const auto [overlaps, counter] = CountUnderLock(16, 20'000, 0);
+  CHECK(overlaps == 0);
+  CHECK(counter == uint64_t{16} * 20'000);
 }
 
 TEST_CASE("ShortLock: a waiter blocks while it is held and gets it once released",
