@@ -146,6 +146,13 @@ ABSL_FLAG(uint64_t, raw_journal_rounds, 4000, "Rounds of raw_journal_rounds(_pip
 ABSL_FLAG(uint64_t, raw_journal_bytes, 64 * 1024,
           "Bytes each round of raw_journal_rounds(_pipelined) writes: the journal's share of a "
           "round of 64 appends of 1 KiB.");
+ABSL_FLAG(double, raw_rounds_messages_per_s, 1e6,
+          "Arrival rate of raw_steady_rounds(_overwrite): what a sync store under that load "
+          "would group-commit (scripts/perf_shell.py sets it to its half-rate run's).");
+ABSL_FLAG(uint64_t, raw_rounds_message_bytes, 110,
+          "Bytes each message of raw_steady_rounds(_overwrite) adds to the file: a 100-byte "
+          "value with its share of the batch format.");
+ABSL_FLAG(double, raw_rounds_seconds, 5, "Duration of raw_steady_rounds(_overwrite).");
 
 ABSL_FLAG(uint64_t, entries, 0, "Override: entries each selected cairn case appends.");
 ABSL_FLAG(uint64_t, entry_bytes, 0, "Override: bytes of each entry's value.");
@@ -217,6 +224,7 @@ enum class Kind {
   kRawSync,
   kRawGroupSync,
   kRawJournalRounds,
+  kRawSteadyRounds,
   kAppend,
   kCatchUpRead,
   kTailRead,
@@ -227,7 +235,8 @@ enum class Kind {
 
 bool IsRaw(Kind kind) {
   return kind == Kind::kRawWriteExtend || kind == Kind::kRawWrite || kind == Kind::kRawRead ||
-         kind == Kind::kRawSync || kind == Kind::kRawGroupSync || kind == Kind::kRawJournalRounds;
+         kind == Kind::kRawSync || kind == Kind::kRawGroupSync || kind == Kind::kRawJournalRounds ||
+         kind == Kind::kRawSteadyRounds;
 }
 bool IsOpen(Kind kind) { return kind == Kind::kOpenClean || kind == Kind::kOpenCrash; }
 
@@ -430,6 +439,20 @@ std::vector<Case> AllCases() {
        .summary = "raw_journal_rounds, each round's write started as soon as the round before "
                   "started its fdatasync (ratio_vs_serial)",
        .pipelined = true});
+  // The floor of a sync store's publish latency at a steady rate: the disk's own rounds of
+  // group commit with nothing else in the way (docs/storage.md, "Durability modes").
+  add({.name = "raw_steady_rounds",
+       .kind = Kind::kRawSteadyRounds,
+       .suite = Suite::kFull,
+       .summary = "messages arrive at --raw_rounds_messages_per_s; rounds of one O_DIRECT write "
+                  "of what arrived + fdatasync, extending a new file; latency per message",
+       .recycled = false});
+  add({.name = "raw_steady_rounds_overwrite",
+       .kind = Kind::kRawSteadyRounds,
+       .suite = Suite::kFull,
+       .summary = "raw_steady_rounds over blocks written and synced before (as recycled "
+                  "segments are)",
+       .recycled = true});
   add({.name = "open_clean_big",
        .kind = Kind::kOpenClean,
        .suite = Suite::kFull,
@@ -596,6 +619,7 @@ struct Context {
   uint64_t raw_group_rounds = 0;
   uint64_t raw_journal_rounds = 0;
   uint64_t raw_journal_bytes = 0;
+  SteadyRoundsOptions raw_steady_rounds;
   RawFigures raw;
   // Entries per second of the last sync case with one blocking appender and one entry per
   // append, by entry size: what ratio_vs_blocking_appender compares other sync cases with.
@@ -1096,6 +1120,9 @@ Report RawReport(const Context& ctx, const Case& c, const RawResult& result, boo
   } else if (c.kind == Kind::kRawJournalRounds) {
     r.Int("direct", 1);
     r.Int("pipelined", c.pipelined ? 1 : 0);
+  } else if (c.kind == Kind::kRawSteadyRounds) {
+    r.Int("direct", 1);
+    r.Int("overwrite", c.recycled ? 1 : 0);
   } else {
     r.Int("direct", sync ? 0 : 1);
     r.Int("queue_depth", sync ? 1 : ctx.raw_sequential.queue_depth);
@@ -1176,6 +1203,23 @@ absl::StatusOr<Report> RunRawCase(Context& ctx, const Case& c) {
       } else if (ctx.raw.journal_rounds_per_s.has_value()) {
         r.Number("ratio_vs_serial", rounds_per_s / *ctx.raw.journal_rounds_per_s, 3);
       }
+      return r;
+    }
+    case Kind::kRawSteadyRounds: {
+      const std::string path = ctx.root + "/raw/rounds.data";
+      RemoveTree(path);
+      SteadyRoundsOptions options = ctx.raw_steady_rounds;
+      options.overwrite = c.recycled;
+      absl::StatusOr<SteadyRoundsResult> result = MeasureSteadyRounds(*ctx.fs, path, options);
+      RemoveTree(path);
+      if (!result.ok()) return result.status();
+      Report r = RawReport(ctx, c, result->messages, false, /*sync=*/true);
+      r.Number("target_msgs_per_s", options.messages_per_s, 0);
+      r.Int("rounds", static_cast<int64_t>(result->rounds_ns.count()));
+      r.Number("round_p50_us", Micros(result->rounds_ns.Percentile(50)), 1);
+      r.Number("round_p99_us", Micros(result->rounds_ns.Percentile(99)), 1);
+      r.Number("round_max_us", Micros(static_cast<double>(result->rounds_ns.max())), 1);
+      r.Number("slow_round_share", result->slow_round_seconds / result->messages.seconds, 3);
       return r;
     }
     default:
@@ -1993,11 +2037,15 @@ int Main(int argc, char** argv) {
   ctx.raw_group_rounds = absl::GetFlag(FLAGS_raw_group_rounds);
   ctx.raw_journal_rounds = absl::GetFlag(FLAGS_raw_journal_rounds);
   ctx.raw_journal_bytes = absl::GetFlag(FLAGS_raw_journal_bytes);
+  ctx.raw_steady_rounds.messages_per_s = absl::GetFlag(FLAGS_raw_rounds_messages_per_s);
+  ctx.raw_steady_rounds.message_bytes = absl::GetFlag(FLAGS_raw_rounds_message_bytes);
+  ctx.raw_steady_rounds.seconds = absl::GetFlag(FLAGS_raw_rounds_seconds);
   if (ctx.smoke) {
     ctx.raw_sequential.file_bytes = std::min<uint64_t>(ctx.raw_sequential.file_bytes, 4 * kMiB);
     ctx.raw_sync_ops = std::min<uint64_t>(ctx.raw_sync_ops, 20);
     ctx.raw_group_rounds = std::min<uint64_t>(ctx.raw_group_rounds, 5);
     ctx.raw_journal_rounds = std::min<uint64_t>(ctx.raw_journal_rounds, 20);
+    ctx.raw_steady_rounds.seconds = std::min(ctx.raw_steady_rounds.seconds, 0.1);
   }
 
   absl::StatusOr<IoEngine> engine = ParseIoEngine(absl::GetFlag(FLAGS_engine));

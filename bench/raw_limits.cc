@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 #include <span>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -303,6 +304,76 @@ absl::StatusOr<RawResult> MeasureJournalRounds(FileSystem& fs, const std::string
   result.seconds = Seconds(Clock::now() - begin);
   result.operations = rounds;
   result.bytes = rounds * write_bytes;
+  return result;
+}
+
+absl::StatusOr<SteadyRoundsResult> MeasureSteadyRounds(FileSystem& fs, const std::string& path,
+                                                       const SteadyRoundsOptions& options) {
+  if (!(options.messages_per_s > 0) || options.message_bytes == 0 || !(options.seconds > 0) ||
+      options.max_round_bytes < options.message_bytes + kDirectIoAlignment) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "steady rounds: %g messages/s of %d bytes for %g s, rounds of at most %d bytes", 
+        options.messages_per_s, options.message_bytes, options.seconds,
+        options.max_round_bytes));
+  }
+  const uint64_t block = kDirectIoAlignment;
+  const uint64_t buffer_bytes = (options.max_round_bytes + 2 * block - 1) / block * block;
+  // Every byte the rounds can write, and a round's worth more.
+  const uint64_t file_bytes =
+      (static_cast<uint64_t>(options.messages_per_s * options.seconds) + 1) *
+          options.message_bytes + buffer_bytes;
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> file,
+                         fs.OpenFile(path, {.create = true, .exclusive = true, .direct = true}));
+  if (options.overwrite) {
+    // Untimed: the blocks the rounds write are written and made durable first.
+    SequentialOptions fill;
+    fill.block_bytes = uint64_t{1} << 20;
+    fill.file_bytes = (file_bytes + fill.block_bytes - 1) / fill.block_bytes * fill.block_bytes;
+    fill.queue_depth = 8;
+    CAIRN_RETURN_IF_ERROR(RunSequential(fs, *file, IoOp::kWrite, fill).status());
+  }
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<IoQueue> queue, fs.NewQueue({.depth = 2}));
+  const AlignedBuffer buffer = RandomBuffer(buffer_bytes, 17);
+  const uint64_t max_take = options.max_round_bytes / options.message_bytes;
+  const double ns_per_message = 1e9 / options.messages_per_s;
+
+  SteadyRoundsResult result;
+  uint64_t durable = 0;  // Messages whose round ended; message i arrives at begin + i/rate.
+  const Clock::time_point begin = Clock::now();
+  const auto arrival = [&](uint64_t i) {
+    return begin + std::chrono::nanoseconds(
+                       static_cast<int64_t>(static_cast<double>(i) * ns_per_message));
+  };
+  const auto deadline = begin + std::chrono::nanoseconds(
+                                    static_cast<int64_t>(options.seconds * 1e9));
+  Clock::time_point start;
+  while ((start = Clock::now()) < deadline) {
+    const uint64_t arrived =
+        static_cast<uint64_t>(Nanoseconds(start - begin) / ns_per_message) + 1;
+    if (arrived <= durable) {  // Idle until the next message.
+      std::this_thread::sleep_until(arrival(durable));
+      continue;
+    }
+    const uint64_t take = std::min(arrived - durable, max_take);
+    const uint64_t end = (durable + take) * options.message_bytes;
+    const uint64_t from = durable * options.message_bytes / block * block;
+    const uint64_t to = (end + block - 1) / block * block;
+    std::memcpy(buffer.get(), &durable, sizeof(durable));
+    CAIRN_RETURN_IF_ERROR(
+        WriteAt(*queue, *file, from, std::span<const char>(buffer.get(), to - from)));
+    CAIRN_RETURN_IF_ERROR(DataSync(*queue, *file));
+    const Clock::time_point done = Clock::now();
+    const uint64_t round_ns = Nanoseconds(done - start);
+    result.rounds_ns.Record(round_ns);
+    if (round_ns > SteadyRoundsResult::kSlowRoundNs) result.slow_round_seconds += round_ns / 1e9;
+    for (uint64_t i = durable; i < durable + take; ++i) {
+      result.messages.latency_ns.Record(Nanoseconds(done - arrival(i)));
+    }
+    durable += take;
+  }
+  result.messages.seconds = Seconds(Clock::now() - begin);
+  result.messages.operations = durable;
+  result.messages.bytes = durable * options.message_bytes;
   return result;
 }
 

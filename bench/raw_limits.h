@@ -21,6 +21,14 @@
 //    one sync in flight, each started once the one before it ended), which is what a store
 //    whose next round is ready at once could do (BookKeeper's journal and force-write threads).
 //    Each round is one latency sample, from its write's start to its sync's end.
+//  - Steady rounds: group commit at a steady arrival rate with nothing else in the way, the
+//    floor of a sync store's publish latency at that rate. Messages of `message_bytes` arrive
+//    evenly at `messages_per_s`; each round writes with O_DIRECT everything that arrived while
+//    the round before ran (from the block holding the file's end, as a store rewrites its tail
+//    block), then fdatasyncs; a round starts as soon as the one before ended and something
+//    arrived. Each message is one latency sample, from its arrival to its round's end. Either
+//    extending a new file, as a new store's segments grow, or over blocks written and synced
+//    before, as recycled segments are.
 //
 // Buffers are filled with pseudo-random bytes, so that a device or a virtual disk that detects
 // zero or repeated blocks gets no shortcut.
@@ -71,4 +79,21 @@ absl::StatusOr<RawResult> MeasureJournalRounds(FileSystem& fs, const std::string
                                                uint64_t rounds, uint64_t write_bytes,
                                                bool pipelined);
 
+
+struct SteadyRoundsOptions {
+  double messages_per_s = 1e6;
+  uint64_t message_bytes = 110;
+  double seconds = 5;
+  bool overwrite = false;
+  uint64_t max_round_bytes = uint64_t{8} << 20;  // Later arrivals wait for the next round.
+};
+struct SteadyRoundsResult {
+  RawResult messages;          // One sample per message: arrival to its round's end.
+  LatencyHistogram rounds_ns;  // One sample per round: write start to sync end.
+  double slow_round_seconds = 0;  // Spent in rounds over kSlowRoundNs.
+  static constexpr uint64_t kSlowRoundNs = 2'000'000;
+};
+// Steady rounds (above) into a new file at `path`, for options.seconds.
+absl::StatusOr<SteadyRoundsResult> MeasureSteadyRounds(FileSystem& fs, const std::string& path,
+                                                       const SteadyRoundsOptions& options);
 }  // namespace cairn::bench

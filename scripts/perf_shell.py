@@ -12,7 +12,12 @@ Starts `cairnd standalone` on a fresh directory (loopback, free ports; or `cairn
      seconds; p50/p99 (target: p99 <= 2 ms at half the maximum rate), and what the store's
      writes and syncs took meanwhile (its cairn_store_write_seconds and cairn_store_sync_seconds
      histograms, scraped before and after): a round that stalls delays every message waiting
-     for it, and the ones queued behind it.
+     for it, and the ones queued behind it;
+  3. the disk alone at that rate, just before and just after step 2's run: `cairn-bench --case
+     raw_steady_rounds` in the same directory, with the same messages per second and stored bytes
+     per message (the store's cairn_store_bytes_acknowledged_total over the maximum-rate run),
+     group-committed by rounds of one O_DIRECT write + fdatasync of one file, with no CPU,
+     network or store in the way. Its p99 is what this disk allows a store at that rate.
 
 Every result line is printed as `cairn perf` wrote it, then a summary.
 
@@ -171,6 +176,27 @@ class Server:
             p.wait(timeout=60)
 
 
+def counter(scrape, name):
+    """The value of counter `name` in a scrape (0 if absent)."""
+    m = re.search(r'^' + name + r' (\S+)$', scrape, re.MULTILINE)
+    return float(m.group(1)) if m else 0.0
+
+
+def raw_rounds(bench, directory, rate, message_bytes, seconds):
+    """`cairn-bench --case raw_steady_rounds` at `rate` messages/s of `message_bytes`: prints its
+    line and returns its fields."""
+    out = subprocess.run([bench, '--dir', directory, '--noraw', '--case', 'raw_steady_rounds',
+                          f'--raw_rounds_messages_per_s={rate}',
+                          f'--raw_rounds_message_bytes={message_bytes}',
+                          f'--raw_rounds_seconds={seconds}'],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ''
+    print(line, flush=True)
+    if out.returncode != 0:
+        sys.exit('cairn-bench raw_steady_rounds failed: ' + out.stderr)
+    return fields(line)
+
+
 def perf(cairn, args):
     out = subprocess.run([cairn, 'perf', 'produce'] + args, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
@@ -197,6 +223,7 @@ def main():
     a = parser.parse_args()
     cairnd = os.path.join(a.build_dir, 'net', 'cairnd')
     cairn = os.path.join(a.build_dir, 'net', 'cli', 'cairn')
+    bench = os.path.join(a.build_dir, 'bench', 'cairn-bench')
     work = tempfile.mkdtemp(prefix='cairn-perf-')
     try:
         common = ['--size', '100', '--messages', str(a.messages)]
@@ -237,6 +264,14 @@ def main():
                              str(a.messages // 2)])
             max_rate = float(r['append_msgs_per_s'])
             scrape_before = server.scrape()
+            # 3. The disk alone at the half rate, with the stored bytes per message of the
+            # maximum-rate run, just before and just after the store's run (the disk's own
+            # stalls come and go).
+            stored = counter(scrape_before, 'cairn_store_bytes_acknowledged_total')
+            acked = int(r['case'].split('x')[0])
+            message_bytes = max(1, round(stored / acked)) if acked and stored > 0 else 110
+            disk = [raw_rounds(bench, os.path.join(data, 'raw'), int(max_rate / 2),
+                               message_bytes, a.latency_seconds)]
             r = perf(cairn, ['perf', '--proxy', server.address, '--linger-us',
                              str(a.latency_linger_us), '--size', '100', '--rate',
                              str(int(max_rate / 2)), '--duration', str(a.latency_seconds)])
@@ -248,6 +283,8 @@ def main():
                              float(r['seconds']), slow=0.002048)
             sends = describe('cairn_proxy_send_latency_seconds', scrape_before, scrape_after,
                              float(r['seconds']))
+            disk.append(raw_rounds(bench, os.path.join(data, 'raw'), int(max_rate / 2),
+                                   message_bytes, a.latency_seconds))
         finally:
             server.stop()
         proxy = statistics.median(proxy_rates)
@@ -279,6 +316,17 @@ def main():
         print(f'  and synced (cairn_store_sync_seconds): {syncs}')
         print(f'  and the sends from arrival at the proxy to the store\'s acknowledgement '
               f'(cairn_proxy_send_latency_seconds): {sends}')
+        print(f'  the disk alone at that rate, {message_bytes} stored bytes a message '
+              f'(raw_steady_rounds: rounds of one write + fdatasync, nothing else in the way), '
+              f'just before and just after:')
+        for when, d in zip(('before', 'after'), disk):
+            print(f'    {when}: p50 {float(d["p50_us"]) / 1000:.2f} ms, '
+                  f'p99 {float(d["p99_us"]) / 1000:.2f} ms, max {float(d["max_us"]) / 1000:.2f} '
+                  f'ms; {int(d["rounds"]):,} rounds, {100 * float(d["slow_round_share"]):.1f}% '
+                  f'of the time in rounds over 2 ms')
+        best_ms = min(float(d['p99_us']) for d in disk) / 1000
+        print(f'  the disk alone {"meets" if best_ms <= 2 else "does not meet"} the 2 ms target '
+              f'(best p99 {best_ms:.2f} ms); the publish p99 is {p99_ms / best_ms:.1f}x it')
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
