@@ -440,7 +440,7 @@ std::vector<Case> AllCases() {
                   "started its fdatasync (ratio_vs_serial)",
        .pipelined = true});
   // The floor of a sync store's publish latency at a steady rate: the disk's own rounds of
-  // group commit with nothing else in the way (docs/storage.md, "Durability modes").
+  // group commit with nothing else in the way (docs/proxy.md, "Speed").
   add({.name = "raw_steady_rounds",
        .kind = Kind::kRawSteadyRounds,
        .suite = Suite::kFull,
