@@ -64,6 +64,10 @@ ABSL_FLAG(std::string, embedded, "",
           "perf produce: no proxy; append the same workload through the library in this process, "
           "to a store and metadata created in this directory (the baseline the proxy is compared "
           "against). Messages go to --partitions streams in turn, one batch each.");
+ABSL_FLAG(bool, callbacks, false,
+          "perf produce: give every message a callback (Producer::SendAsync with `done`), as an "
+          "application that wants each message's id; otherwise only the messages whose latency "
+          "is measured have one, the others go without (the overload without `done`).");
 ABSL_FLAG(std::string, durability, "async",
           "perf produce --embedded: the store's durability, sync or async.");
 ABSL_FLAG(uint64_t, batch_messages, 1000,

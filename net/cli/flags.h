@@ -35,6 +35,7 @@ ABSL_DECLARE_FLAG(int64_t, linger_us);
 ABSL_DECLARE_FLAG(uint64_t, batch_bytes);
 ABSL_DECLARE_FLAG(uint64_t, batch_messages);
 ABSL_DECLARE_FLAG(uint64_t, max_pending_bytes);
+ABSL_DECLARE_FLAG(bool, callbacks);
 ABSL_DECLARE_FLAG(std::string, retention_age);
 ABSL_DECLARE_FLAG(std::string, retention_bytes);
 ABSL_DECLARE_FLAG(bool, delete_acknowledged);

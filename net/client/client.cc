@@ -463,7 +463,9 @@ class ClientImpl final : public Client {
 struct ProducerBatch {
   uint32_t partition = 0;
   std::unique_ptr<BatchBuilder> builder = std::make_unique<BatchBuilder>();
-  std::vector<SendCallback> callbacks;  // one per message, in order
+  uint32_t messages = 0;
+  // The callbacks of its messages that have one, in order, each with its message's index.
+  std::vector<std::pair<uint32_t, SendCallback>> callbacks;
   uint64_t bytes = 0;                   // counted against max_pending_bytes
   std::span<const char> wire;           // once sealed
 };
@@ -501,15 +503,21 @@ class ProducerCore final : public SessionUser {
   absl::Status CalledFromCallback() const { return thread_.CalledFromCallback(); }
 
   void SendAsync(const OutgoingMessage& message, SendCallback done) {
-    if (thread_.OnLoopThread()) return done(thread_.CalledFromCallback());
+    if (absl::Status refused = Accept(message, &done); !refused.ok()) done(std::move(refused));
+  }
+
+  // Queues `message`, with `*done` if not null (moved from then); a message refused at once is
+  // not queued, and its error returned.
+  absl::Status Accept(const OutgoingMessage& message, SendCallback* done) {
+    if (thread_.OnLoopThread()) return thread_.CalledFromCallback();
     const uint64_t bytes =
         message.value.size() + (message.key ? message.key->size() : 0) + kMessageOverhead;
     if (bytes - kMessageOverhead > kMaxMessageKeyValueBytes) {
       // Checked here, so that a message fits whether or not it opens a batch (and carries the
       // producer stamp).
-      return done(absl::InvalidArgumentError(
+      return absl::InvalidArgumentError(
           absl::StrCat("a message's key and value hold ", bytes - kMessageOverhead,
-                       " bytes, over the limit of ", kMaxMessageKeyValueBytes)));
+                       " bytes, over the limit of ", kMaxMessageKeyValueBytes));
     }
     bool post = false;
     std::optional<uint32_t> start_linger;
@@ -525,7 +533,7 @@ class ProducerCore final : public SessionUser {
       }
       if (closed_.load(std::memory_order_relaxed)) {
         lock.unlock();
-        return done(absl::FailedPreconditionError("the producer is closed"));
+        return absl::FailedPreconditionError("the producer is closed");
       }
       const uint32_t partition = message.key.has_value()
                                      ? PartitionOfKey(*message.key, partitions_)
@@ -547,20 +555,20 @@ class ProducerCore final : public SessionUser {
         // Over a per-message limit: it can never be sent.
         lock.unlock();
         if (post) thread_.Post([this] { SendSealed(); });
-        return done(added);
+        return added;
       }
       ProducerBatch& current = open_[partition];
       current.partition = partition;
-      current.callbacks.push_back(std::move(done));
+      if (done != nullptr) current.callbacks.emplace_back(current.messages, std::move(*done));
+      ++current.messages;
       current.bytes += bytes;
       accepted_bytes_ += bytes;
       ++accepted_messages_;
-      if (options_.linger.count() <= 0 ||
-          current.callbacks.size() >= options_.max_batch_messages ||
+      if (options_.linger.count() <= 0 || current.messages >= options_.max_batch_messages ||
           current.builder->size_bytes() >= options_.max_batch_bytes) {
         Seal(partition);
         post = true;
-      } else if (current.callbacks.size() == 1) {
+      } else if (current.messages == 1) {
         start_linger = partition;
         epoch = linger_epoch_[partition];
       }
@@ -571,6 +579,7 @@ class ProducerCore final : public SessionUser {
         if (start_linger.has_value()) StartLinger(*start_linger, epoch);
       });
     }
+    return absl::OkStatus();
   }
 
   absl::Status Flush() {
@@ -579,7 +588,7 @@ class ProducerCore final : public SessionUser {
     {
       std::lock_guard lock(mu_);
       for (uint32_t p = 0; p < partitions_; ++p) {
-        if (!open_[p].callbacks.empty()) Seal(p);
+        if (open_[p].messages > 0) Seal(p);
       }
       sent = accepted_messages_;
     }
@@ -701,7 +710,8 @@ class ProducerCore final : public SessionUser {
   }
 
   static size_t BufferBytes(const ProducerBatch& batch) {
-    return batch.builder->capacity_bytes() + batch.callbacks.capacity() * sizeof(SendCallback);
+    return batch.builder->capacity_bytes() +
+           batch.callbacks.capacity() * sizeof(batch.callbacks[0]);
   }
 
   // handoff_mu_ held: keeps the buffers of an answered batch for a later one. Answers come a
@@ -718,6 +728,7 @@ class ProducerCore final : public SessionUser {
     ProducerBatch& spare = spare_batches_.emplace_back(std::move(done));
     spare.builder->Reset();
     spare.callbacks.clear();  // run and destroyed already
+    spare.messages = 0;
     spare.bytes = 0;
     spare.wire = {};
   }
@@ -727,7 +738,7 @@ class ProducerCore final : public SessionUser {
     tasks_->add(thread_.AfterDelay(options_.linger).then([this, partition, epoch] {
       {
         std::lock_guard lock(mu_);
-        if (linger_epoch_[partition] != epoch || open_[partition].callbacks.empty()) return;
+        if (linger_epoch_[partition] != epoch || open_[partition].messages == 0) return;
         Seal(partition);
       }
       SendSealed();
@@ -800,15 +811,15 @@ class ProducerCore final : public SessionUser {
 
   void Finish(InFlightBatch& done) {
     const absl::StatusOr<uint64_t>& first = *done.first_offset;
-    for (size_t i = 0; i < done.batch.callbacks.size(); ++i) {
+    for (auto& [index, callback] : done.batch.callbacks) {
       if (first.ok()) {
-        const uint64_t offset = *first == kUnknownOffset ? kUnknownOffset : *first + i;
-        done.batch.callbacks[i](MessageId{done.batch.partition, offset});
+        const uint64_t offset = *first == kUnknownOffset ? kUnknownOffset : *first + index;
+        callback(MessageId{done.batch.partition, offset});
       } else {
-        done.batch.callbacks[i](first.status());
+        callback(first.status());
       }
     }
-    const size_t answered = done.batch.callbacks.size();
+    const size_t answered = done.batch.messages;
     // The callbacks' captures go before a lock is taken: their destructors may call anything.
     done.batch.callbacks.clear();
     {
@@ -879,6 +890,9 @@ class ProducerImpl final : public Producer {
   }
   void SendAsync(const OutgoingMessage& message, SendCallback done) override {
     core_->SendAsync(message, std::move(done));
+  }
+  absl::Status SendAsync(const OutgoingMessage& message) override {
+    return core_->Accept(message, nullptr);
   }
   absl::Status Flush() override { return core_->Flush(); }
   absl::Status Close() override {

@@ -436,13 +436,19 @@ TEST_CASE("cli: topics, produce, consume, stats and perf against cairnd standalo
   CHECK(run.out.find(" name=perf_produce ") != std::string::npos);
   CHECK(run.out.find(" p999_us=") != std::string::npos);
   CHECK(run.out.find(" failed=0") != std::string::npos);
-  run = Cairn(f.scratch, {"perf", "consume", "orders", "--subscription", "p", "--messages", "2003",
+  // With a callback for every message (not only the sampled ones), the same count.
+  run = Cairn(f.scratch, {"perf", "produce", "orders", "--messages", "1000", "--size", "64",
+                          "--callbacks", "--proxy", proxy});
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find("system=cairn case=1000x64B ") != std::string::npos);
+  CHECK(run.out.find(" failed=0") != std::string::npos);
+  run = Cairn(f.scratch, {"perf", "consume", "orders", "--subscription", "p", "--messages", "3003",
                           "--json", "--proxy", proxy});
   REQUIRE(run.status == 0);
   CHECK(IsJson(f.scratch, run.out));
-  CHECK(run.out.find("\"case\":\"2003x") != std::string::npos);
+  CHECK(run.out.find("\"case\":\"3003x") != std::string::npos);
 
-  // Standalone serves the proxy's metrics and its store's: 2003 messages acknowledged, each
+  // Standalone serves the proxy's metrics and its store's: 3003 messages acknowledged, each
   // append of a batch by the store.
   {
     const int port = std::stoi(

@@ -433,6 +433,88 @@ TEST_CASE("client: the largest message fits whether or not it opens a batch (wit
   REQUIRE(consumer->Close().ok());
 }
 
+TEST_CASE("client: messages sent without a callback keep their places, and Flush answers for "
+          "them",
+          "[net][client]") {
+  TempDir dir;
+  ServedProxy served(dir.path());
+  std::unique_ptr<Client> client = ConnectTo(served.address());
+  REQUIRE(client->CreateTopic("t", Partitions(1)).ok());
+  absl::StatusOr<std::unique_ptr<Producer>> producer = client->CreateProducer("t", BatchOf(4));
+  REQUIRE(producer.ok());
+  // Ten messages over three batches; those at 2, 5 and 9 have a callback, which gets the
+  // message's own offset.
+  const std::set<int> with_callback = {2, 5, 9};
+  std::map<int, absl::StatusOr<MessageId>> ids;
+  std::mutex mu;
+  for (int i = 0; i < 10; ++i) {
+    const std::string value = "m" + std::to_string(i);
+    if (with_callback.count(i) != 0) {
+      (*producer)->SendAsync(Value(value), [&, i](absl::StatusOr<MessageId> id) {
+        std::lock_guard lock(mu);
+        ids.emplace(i, id);
+      });
+    } else {
+      REQUIRE((*producer)->SendAsync(Value(value)).ok());
+    }
+  }
+  REQUIRE((*producer)->Flush().ok());
+  {
+    std::lock_guard lock(mu);
+    REQUIRE(ids.size() == 3);
+    for (const auto& [i, id] : ids) {
+      REQUIRE(id.ok());
+      CHECK(id->offset == static_cast<uint64_t>(i));
+    }
+  }
+  std::unique_ptr<Consumer> consumer = Subscribe(*client, "t", "s");
+  std::vector<Message> got = ReceiveUpTo(*consumer, 10);
+  REQUIRE(got.size() == 10);
+  for (int i = 0; i < 10; ++i) {
+    CHECK(got[i].value == "m" + std::to_string(i));
+    CHECK(got[i].id.offset == static_cast<uint64_t>(i));
+  }
+  REQUIRE(consumer->Close().ok());
+
+  // What refuses a message at once comes back from the call; nothing is queued.
+  const std::string over(kMaxEntryBytes, 'x');
+  CHECK(absl::IsInvalidArgument((*producer)->SendAsync(Value(over))));
+  std::promise<absl::Status> inside;
+  (*producer)->SendAsync(Value("x"), [&](absl::StatusOr<MessageId>) {
+    inside.set_value((*producer)->SendAsync(Value("y")));
+  });
+  CHECK(absl::IsFailedPrecondition(inside.get_future().get()));
+  REQUIRE((*producer)->Flush().ok());
+  REQUIRE((*producer)->Close().ok());
+  CHECK(absl::IsFailedPrecondition((*producer)->SendAsync(Value("late"))));
+}
+
+TEST_CASE("client: a message sent without a callback that fails makes the next Flush fail",
+          "[net][client]") {
+  TempDir dir;
+  auto served = std::make_unique<ServedProxy>(dir.path());
+  ClientOptions options;
+  options.address = served->address();
+  options.log = NullLog();
+  // The proxy goes for good: sends fail once reconnecting has taken this long.
+  options.reconnect_timeout = milliseconds(300);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  REQUIRE(client.ok());
+  REQUIRE((*client)->CreateTopic("t", Partitions(1)).ok());
+  absl::StatusOr<std::unique_ptr<Producer>> producer = (*client)->CreateProducer("t");
+  REQUIRE(producer.ok());
+  REQUIRE((*producer)->SendAsync(Value("kept")).ok());
+  REQUIRE((*producer)->Flush().ok());
+  served.reset();
+  REQUIRE((*producer)->SendAsync(Value("lost")).ok());
+  const absl::Status flushed = (*producer)->Flush();
+  INFO(flushed.ToString());
+  CHECK(absl::IsUnavailable(flushed));
+  // Reported once: a flush with nothing sent since is OK.
+  CHECK((*producer)->Flush().ok());
+  (*producer)->Close().IgnoreError();
+}
+
 TEST_CASE("client: blocking calls from a callback fail instead of deadlocking",
           "[net][client][concurrency]") {
   TempDir dir;

@@ -151,6 +151,11 @@ class Producer {
   // format's limits (cairn/batch.h), `done` fails at once, on the calling thread
   // (kFailedPrecondition, kInvalidArgument).
   virtual void SendAsync(const OutgoingMessage& message, SendCallback done) = 0;
+  // Queues the message with no callback, as SendAsync above otherwise: its failure shows in the
+  // next Flush() or Close(). Returns what refuses it at once (the errors `done` would get on
+  // the calling thread); OK once it is queued. Spares a callback per message, for producers
+  // that only need to know that everything up to a Flush() arrived.
+  virtual absl::Status SendAsync(const OutgoingMessage& message) = 0;
   // SendAsync, then waits for the answer (up to `linger` later than a lone message would).
   absl::StatusOr<MessageId> Send(const OutgoingMessage& message);
   // Sends what is batched and waits for every message sent so far; the first error among them.
