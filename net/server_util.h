@@ -19,6 +19,7 @@
 #include "kj/async-io.h"
 #include "kj/function.h"
 #include "net/net_status.h"
+#include "net/read_ahead_stream.h"
 
 namespace cairn::net::internal {
 
@@ -76,7 +77,7 @@ class AppendGate {
 // One client connection: its own RPC system, with the frame and flow limits.
 struct Connection {
   Connection(kj::Own<kj::AsyncIoStream> stream_in, capnp::Capability::Client bootstrap)
-      : stream(kj::mv(stream_in)),
+      : stream(kj::heap<ReadAheadStream>(kj::mv(stream_in))),
         network(*stream, capnp::rpc::twoparty::Side::SERVER, MessageLimits()),
         rpc(capnp::makeRpcServer(network, kj::mv(bootstrap))) {
     rpc.setFlowLimit(kMaxConnectionInFlightBytes / sizeof(capnp::word));

@@ -14,6 +14,7 @@
 #include "kj/async-unix.h"
 #include "kj/debug.h"
 #include "net/event_loop.h"
+#include "net/read_ahead_stream.h"
 
 namespace cairn::net {
 
@@ -210,7 +211,8 @@ void NetworkThread::Main(std::promise<void>& ready) {
   if (!signalled) ready.set_value();
 }
 
-RpcConnection::RpcConnection(kj::Own<kj::AsyncIoStream> stream) : stream_(kj::mv(stream)) {
+RpcConnection::RpcConnection(kj::Own<kj::AsyncIoStream> stream)
+    : stream_(kj::heap<internal::ReadAheadStream>(kj::mv(stream))) {
   capnp::ReaderOptions limits;
   limits.traversalLimitInWords = kMaxMessageBytes / sizeof(capnp::word);
   network_ =
