@@ -503,7 +503,8 @@ class ProducerCore final : public SessionUser {
   absl::Status CalledFromCallback() const { return thread_.CalledFromCallback(); }
 
   void SendAsync(const OutgoingMessage& message, SendCallback done) {
-    if (absl::Status refused = Accept(message, &done); !refused.ok()) done(std::move(refused));
+    absl::Status refused = Accept(message, done ? &done : nullptr);
+    if (!refused.ok() && done) done(std::move(refused));
   }
 
   // Queues `message`, with `*done` if not null (moved from then); a message refused at once is

@@ -149,7 +149,7 @@ class Producer {
   // partition. The bytes are copied before this returns. Waits while max_pending_bytes are
   // pending. Called on the network thread (from a callback), or with a message over the batch
   // format's limits (cairn/batch.h), `done` fails at once, on the calling thread
-  // (kFailedPrecondition, kInvalidArgument).
+  // (kFailedPrecondition, kInvalidArgument). An empty `done` is as none (below).
   virtual void SendAsync(const OutgoingMessage& message, SendCallback done) = 0;
   // Queues the message with no callback, as SendAsync above otherwise: its failure shows in the
   // next Flush() or Close(). Returns what refuses it at once (the errors `done` would get on
