@@ -1009,10 +1009,12 @@ int RunPerfProduce() {
   producer->reset();
 
   // Without --callbacks only the sampled messages have a callback: a flush without error
-  // answers for the others.
-  const uint64_t acked = callbacks || !flushed.ok() || tally.failed() > 0
-                             ? tally.acknowledged()
-                             : sent.load();
+  // answers for the others; after a failure, the sampled answers stand for their neighbours'
+  // (and the line says so).
+  const bool estimated = !callbacks && (!flushed.ok() || tally.failed() > 0);
+  const uint64_t acked = callbacks ? tally.acknowledged()
+                         : estimated ? tally.acknowledged() * kLatencySampleEvery
+                                     : sent.load();
   const double per_s = seconds > 0 ? static_cast<double>(acked) / seconds : 0;
   bench::Report report({.system = "cairn",
                         .messages = acked,
@@ -1035,6 +1037,7 @@ int RunPerfProduce() {
   report.Int("linger_us", static_cast<int64_t>(options.linger.count()));
   report.Int("batch_bytes", static_cast<int64_t>(options.max_batch_bytes));
   report.Int("failed", static_cast<int64_t>(tally.failed()));
+  if (estimated) report.Text("acknowledged", "estimated");
   ReportCpu(report, cpu_seconds, seconds, acked);
   absl::PrintF("%s\n", absl::GetFlag(FLAGS_json) ? report.JsonLine() : report.TextLine());
   if (tally.failed() > 0) return Fail(kCommand, tally.first_error());
