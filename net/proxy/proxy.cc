@@ -105,7 +105,10 @@ constexpr size_t kRateSamples = 6;
 
 // What every capability of the proxy shares. Event-loop only, except the broker, the pools and
 // the atomics.
-struct Service : public kj::TaskSet::ErrorHandler {
+// Held by a shared_ptr (ProxyServer::Impl's) and kept alive by every capability that refers to
+// it: Cap'n Proto may hold a capability in a detached promise until the event loop itself goes,
+// after the ProxyServer, and the capabilities' destructors update the service.
+struct Service : public kj::TaskSet::ErrorHandler, public std::enable_shared_from_this<Service> {
   Service(LedgerSet* ledgers, MetadataStore* metadata, const ProxyOptions& options)
       : options(options),
         broker(ledgers, metadata,
@@ -244,7 +247,7 @@ void RegisterMetrics(MetricsRegistry* registry, const std::shared_ptr<Service>& 
 // open) until the last send completed.
 struct ProducerState {
   ProducerState(Service& service, std::shared_ptr<Topic> topic)
-      : service(service), topic(std::move(topic)) {
+      : keep_alive(service.shared_from_this()), service(service), topic(std::move(topic)) {
     service.producers.fetch_add(1);
   }
   ~ProducerState() {
@@ -258,6 +261,7 @@ struct ProducerState {
     return kj::mv(paf.promise);
   }
 
+  const std::shared_ptr<Service> keep_alive;  // see Service
   Service& service;
   std::shared_ptr<Topic> topic;
   uint64_t in_flight = 0;
@@ -463,7 +467,8 @@ class ConsumerImpl final : public rpc::Consumer::Server {
  public:
   ConsumerImpl(Service& service, std::shared_ptr<Topic> topic, std::shared_ptr<Subscription> sub,
                std::shared_ptr<ConsumerState> consumer)
-      : service_(service),
+      : keep_alive_(service.shared_from_this()),
+        service_(service),
         topic_(std::move(topic)),
         sub_(std::move(sub)),
         consumer_(std::move(consumer)) {
@@ -573,6 +578,7 @@ class ConsumerImpl final : public rpc::Consumer::Server {
     if (left_) ThrowStatus(absl::FailedPreconditionError("the consumer has left the subscription"));
   }
 
+  const std::shared_ptr<Service> keep_alive_;  // see Service
   Service& service_;
   std::shared_ptr<Topic> topic_;
   std::shared_ptr<Subscription> sub_;
@@ -585,7 +591,9 @@ class ConsumerImpl final : public rpc::Consumer::Server {
 class ProxyImpl final : public rpc::Proxy::Server {
  public:
   // One per connection (the bootstrap capability).
-  explicit ProxyImpl(Service& service) : service_(service) { service_.connections.fetch_add(1); }
+  explicit ProxyImpl(Service& service) : keep_alive_(service.shared_from_this()), service_(service) {
+    service_.connections.fetch_add(1);
+  }
   ~ProxyImpl() { service_.connections.fetch_sub(1); }
 
  protected:
@@ -828,6 +836,7 @@ class ProxyImpl final : public rpc::Proxy::Server {
     out.setMessagesOutRate(static_cast<double>(stats.messages_out - first.messages_out) / seconds);
   }
 
+  const std::shared_ptr<Service> keep_alive_;  // see Service
   Service& service_;
 };
 
