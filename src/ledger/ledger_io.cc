@@ -289,6 +289,10 @@ class ReaderImpl final : public LedgerReader {
     IndexCache::Index sealed_index;
     uint64_t lac;
     uint64_t stable_end;  // The segment's bytes below it hold acknowledged batches.
+    // The read's bytes from `held_from` on, copied from the segment's memory (Segment::unwritten:
+    // written behind a journal, not in the file yet).
+    uint64_t held_from = UINT64_MAX;
+    std::vector<char> held;
     {
       std::unique_lock lock(ledger_->mu);
       if (ledger_->deleted) return absl::NotFoundError(absl::StrCat("ledger ", id, " was deleted"));
@@ -321,6 +325,12 @@ class ReaderImpl final : public LedgerReader {
         Select(*sealed_index, from, lac, limits, records);
       } else {
         Select(segment.index, from, lac, limits, records);
+        const uint64_t written_end = segment.written_end();
+        if (!records.empty() && records.back().end_position() > written_end) {
+          held_from = std::max(written_end, records.front().position);
+          const auto first = segment.unwritten.begin() + (held_from - written_end);
+          held.assign(first, first + (records.back().end_position() - held_from));
+        }
       }
     }
     if (records.empty()) return absl::InternalError("the index has no batch for the entry");
@@ -329,11 +339,16 @@ class ReaderImpl final : public LedgerReader {
     const uint64_t start = records.front().position;
     const std::span<char> buffer =
         ReadResultBuilder::Allocate(result, records.back().end_position() - start);
-    CAIRN_ASSIGN_OR_RETURN(uint64_t got, ReadRange(path, *file, start, buffer, stable_end));
-    if (got != buffer.size()) {
-      return absl::DataLossError(absl::StrFormat("%s: %d bytes missing at offset %d", path,
-                                                 buffer.size() - got, start + got));
+    const std::span<char> from_file = buffer.first(std::min(held_from, start + buffer.size()) - start);
+    if (!from_file.empty()) {
+      CAIRN_ASSIGN_OR_RETURN(uint64_t got, ReadRange(path, *file, start, from_file,
+                                                     std::min(stable_end, held_from)));
+      if (got != from_file.size()) {
+        return absl::DataLossError(absl::StrFormat("%s: %d bytes missing at offset %d", path,
+                                                   from_file.size() - got, start + got));
+      }
     }
+    if (!held.empty()) std::memcpy(buffer.data() + from_file.size(), held.data(), held.size());
     std::vector<BatchView>& batches = ReadResultBuilder::batches(result);
     for (const IndexRecord& r : records) {
       std::span<const char> bytes(buffer.data() + (r.position - start), r.size);

@@ -68,6 +68,10 @@ constexpr uint64_t kSegmentZeroAheadMaxRoundBytes = uint64_t{16} << 10;
 constexpr size_t kRecoveryThreads = 8;
 // The pieces of an async round's direct write, each started as soon as it is copied.
 constexpr size_t kWritePieceBytes = size_t{1} << 20;
+// Segments written behind a journal keep their newest bytes in memory (Segment::unwritten)
+// until they come to this much with a round's: one write per ledger every few rounds instead of
+// one per round, each a request the kernel's io_uring workers run (docs/storage.md).
+constexpr size_t kWriteBehindBytes = size_t{32} << 10;
 
 std::string Join(const std::string& dir, std::string_view name) {
   return absl::StrCat(dir, "/", std::string(name));
@@ -877,6 +881,8 @@ absl::StatusOr<uint64_t> StoreImpl::SealLedger(const std::shared_ptr<Ledger>& le
     if (!ledger->segments.empty() && !ledger->segments.back().sealed) {
       Segment& segment = ledger->segments.back();
       CAIRN_RETURN_IF_ERROR(FinishSegmentFile(*queue, segment));
+      segment.unwritten.clear();
+      segment.unwritten.shrink_to_fit();
       CAIRN_RETURN_IF_ERROR(WriteSegmentIndex(*queue, segment, ledger->id));
     }
   }
@@ -1098,6 +1104,10 @@ absl::Status StoreImpl::FinishOpenSegments(IoQueue& queue,
     std::vector<NewFile> files;  // The indexes, then the CHECKPOINT record.
     files.reserve(kGroup + 1);   // Requests point into the files.
     std::vector<IoRequest> requests;
+    // The open segments' bytes held in memory (Segment::unwritten), written before anything is
+    // synced.
+    std::vector<IoRequest> unwritten_writes;
+    std::vector<Segment*> with_unwritten;
     auto start_file = [&](std::string path, std::string data) -> absl::Status {
       NewFile& file = files.emplace_back(NewFile{std::move(path), std::move(data), nullptr});
       OpenOptions create;
@@ -1112,6 +1122,11 @@ absl::Status StoreImpl::FinishOpenSegments(IoQueue& queue,
       std::unique_lock lock(ledger.mu);
       if (ledger.deleted || ledger.segments.empty() || ledger.segments.back().sealed) continue;
       Segment& segment = ledger.segments.back();
+      if (!segment.unwritten.empty()) {
+        unwritten_writes.push_back(
+            IoRequest::Write(segment.file.get(), segment.written_end(), segment.unwritten));
+        with_unwritten.push_back(&segment);
+      }
       CAIRN_ASSIGN_OR_RETURN(const bool needs_sync, TrimSegmentFile(segment));
       if (needs_sync) requests.push_back(IoRequest::DataSync(segment.file.get()));
       CAIRN_RETURN_IF_ERROR(
@@ -1123,6 +1138,10 @@ absl::Status StoreImpl::FinishOpenSegments(IoQueue& queue,
     if (journal != nullptr) {
       requests.push_back(IoRequest::Write(journal->journal, 0, journal->header));
       CAIRN_RETURN_IF_ERROR(start_file(checkpoint_path, journal->checkpoint));
+    }
+    if (!unwritten_writes.empty()) {
+      CAIRN_RETURN_IF_ERROR(RunAll(queue, unwritten_writes));
+      for (Segment* segment : with_unwritten) segment->unwritten.clear();
     }
     if (requests.empty()) continue;
     // 1. The segments' data, and every new file's bytes.
@@ -1168,7 +1187,13 @@ absl::StatusOr<bool> StoreImpl::TrimSegmentFile(Segment& segment) {
   return !segments_synced();  // Where appends are synced, every round synced it already.
 }
 
+absl::Status StoreImpl::WriteUnwritten(IoQueue& queue, const Segment& segment) {
+  if (segment.unwritten.empty()) return absl::OkStatus();
+  return WriteAt(queue, *segment.file, segment.written_end(), segment.unwritten);
+}
+
 absl::Status StoreImpl::FinishSegmentFile(IoQueue& queue, Segment& segment) {
+  CAIRN_RETURN_IF_ERROR(WriteUnwritten(queue, segment));
   CAIRN_ASSIGN_OR_RETURN(const bool needs_sync, TrimSegmentFile(segment));
   return needs_sync ? DataSync(queue, *segment.file) : absl::OkStatus();
 }
@@ -1228,6 +1253,8 @@ absl::Status StoreImpl::RollSegment(Ledger& ledger, uint64_t base_entry_id) {
     open->direct_file.reset();
     open->tail.clear();
     open->tail.shrink_to_fit();
+    open->unwritten.clear();  // Written by FinishSegmentFile.
+    open->unwritten.shrink_to_fit();
   }
   return CreateSegment(queue, ledger, base_entry_id);
 }
@@ -1435,6 +1462,13 @@ struct Part {
   // The file is grown to `allocate_to` before the write (0: it is big enough).
   uint64_t allocate_from = 0;
   uint64_t allocate_to = 0;
+  // Written behind a journal: whether the round writes the segment (else its batches join
+  // Segment::unwritten), and if so from where, and from `flush_buffer` (the segment's
+  // unwritten bytes, then the batches) unless that is empty (then `buffer` at `position`).
+  bool behind = false;
+  bool flush = false;
+  uint64_t flush_from = 0;
+  std::vector<char> flush_buffer;
 
   // Starts the write with direct I/O through `file` after the segment's partial last block.
   void StartDirect(std::shared_ptr<File> file, const std::vector<char>& tail) {
@@ -1815,12 +1849,25 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
     }
     if (segments_behind_journal()) {
       const uint64_t writeback_bytes = std::min(kWritebackBytes, options_.segment_bytes / 4);
-      for (const Part& p : parts) {
+      for (Part& p : parts) {
         Segment& segment = p.ledger->segments[p.segment_index];
-        if (p.status.ok() && p.position >= segment.writeback_from + writeback_bytes) {
+        const uint64_t written = segment.written_end();
+        if (p.status.ok() && written >= segment.writeback_from + writeback_bytes) {
           extra_requests.push_back(IoRequest::StartWriteback(
-              p.file.get(), segment.writeback_from, p.position - segment.writeback_from));
-          segment.writeback_from = p.position;
+              p.file.get(), segment.writeback_from, written - segment.writeback_from));
+          segment.writeback_from = written;
+        }
+        // The round writes the segment only once its bytes in memory would reach
+        // kWriteBehindBytes; until then the journal holds them, and readers take them from
+        // Segment::unwritten.
+        if (!p.status.ok()) continue;
+        p.behind = true;
+        p.flush = segment.unwritten.size() + p.payload_bytes >= kWriteBehindBytes;
+        if (p.flush && !segment.unwritten.empty()) {
+          p.flush_from = written;
+          p.flush_buffer.reserve(segment.unwritten.size() + p.payload_bytes);
+          p.flush_buffer.assign(segment.unwritten.begin(), segment.unwritten.end());
+          p.flush_buffer.insert(p.flush_buffer.end(), p.buffer.begin(), p.buffer.end());
         }
       }
     }
@@ -1864,6 +1911,11 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
     const bool pieces = !segments_synced() && !journaled();
     run_each(
         [&](Part& p, uint64_t tag, auto&& issue) {
+          if (p.behind && !p.flush) return;  // Held in memory (Segment::unwritten).
+          if (!p.flush_buffer.empty()) {
+            issue(IoRequest::Write(p.file.get(), p.flush_from, p.flush_buffer, tag), false);
+            return;
+          }
           p.Write(pieces ? kWritePieceBytes : SIZE_MAX, tag,
                   [&](const IoRequest& request) { issue(request, pieces); });
         },
@@ -1955,8 +2007,11 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
           // unknown. Never acknowledge anything again (fail-stop).
           FailStop(status);
         }
-        // Cut back whatever part of the write landed, so the file ends at acknowledged data.
-        p.file->Truncate(p.position).IgnoreError();  // Best effort; recovery handles the rest.
+        // Cut back whatever part of the write landed, so the file ends at acknowledged data (or
+        // before the bytes held in memory, which the file never had).
+        const uint64_t cut =
+            p.behind ? ledger.segments[p.segment_index].written_end() : p.position;
+        p.file->Truncate(cut).IgnoreError();  // Best effort; recovery handles the rest.
         std::lock_guard lock(ledger.mu);
         ledger.segments[p.segment_index].file_bytes.reset();
         ++ledger.epoch;
@@ -1992,6 +2047,14 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
         const uint64_t tail_start = position & ~(kDirectIoAlignment - 1);
         segment.tail.assign(p.aligned.data() + (tail_start - aligned_start),
                             p.aligned.data() + (position - aligned_start));
+      }
+      if (p.behind && p.flush) {
+        segment.unwritten.clear();
+      } else if (p.behind) {
+        // Held below kWriteBehindBytes: one allocation of that size, kept while the segment is
+        // open.
+        if (segment.unwritten.capacity() == 0) segment.unwritten.reserve(kWriteBehindBytes);
+        segment.unwritten.insert(segment.unwritten.end(), p.buffer.begin(), p.buffer.end());
       }
       segment.end_position = position;
       ledger.last_add_confirmed = segment.end_entry_id - 1;

@@ -67,6 +67,12 @@ struct Segment {
   // Segments written behind a journal (through the page cache): writeback of the bytes before
   // here has been started (worker only).
   uint64_t writeback_from = 0;
+  // Segments written behind a journal: the newest acknowledged bytes, [written_end(),
+  // end_position), held here and not yet in the file (the journal has them). A round writes
+  // them with its own once they reach kWriteBehindBytes; a roll, a seal and a checkpoint write
+  // them too. Readers and Verify take them from here. Changed under the ledger's lock.
+  std::vector<char> unwritten;
+  uint64_t written_end() const { return end_position - unwritten.size(); }
 };
 
 // A ledger's state. Guarded by `mu` except where noted.
@@ -337,6 +343,9 @@ class StoreImpl final : public Store {
   // Makes a segment's file end exactly at its last batch (dropping direct-write padding) and
   // durable, before an index claims to cover it.
   absl::Status FinishSegmentFile(IoQueue& queue, Segment& segment);
+  // Writes the segment's unwritten bytes (Segment::unwritten) to its file, and leaves them in
+  // memory: the caller clears them under the ledger's lock once the write is done.
+  absl::Status WriteUnwritten(IoQueue& queue, const Segment& segment);
   // FinishSegmentFile's first half: cuts the file back to the segment's last batch, and says
   // whether it then needs a data sync (FinishOpenSegments issues the syncs side by side).
   absl::StatusOr<bool> TrimSegmentFile(Segment& segment);

@@ -4,6 +4,7 @@
 // batch index record.
 #include <algorithm>
 #include <array>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -21,6 +22,9 @@ struct SegmentToCheck {
   uint64_t end_position = 0;
   bool sealed = false;
   std::vector<IndexRecord> open_index;  // The open segment's index.
+  // The open segment's bytes from `held_from` on, held in memory (Segment::unwritten).
+  uint64_t held_from = UINT64_MAX;
+  std::vector<char> held;
 };
 
 constexpr uint64_t kVerifyReadBytes = uint64_t{4} << 20;
@@ -43,7 +47,8 @@ absl::StatusOr<VerifyReport> StoreImpl::Verify(std::function<void(uint64_t)> pro
       if (ledger->deleted) continue;
       for (const Segment& s : ledger->segments) {
         segments.push_back({s.path, s.base_entry_id, s.end_entry_id, s.end_position, s.sealed,
-                            s.sealed ? std::vector<IndexRecord>() : s.index});
+                            s.sealed ? std::vector<IndexRecord>() : s.index,
+                            s.unwritten.empty() ? UINT64_MAX : s.written_end(), s.unwritten});
       }
     }
     ++report.ledgers;
@@ -99,8 +104,20 @@ absl::StatusOr<VerifyReport> StoreImpl::Verify(std::function<void(uint64_t)> pro
           bytes += records[j++].size;
         }
         const uint64_t start = records[i].position;
-        buffer.resize(records[j - 1].end_position() - start);
-        absl::StatusOr<uint64_t> n = ReadAt(*queue, **file, start, std::span<char>(buffer));
+        const uint64_t end = records[j - 1].end_position();
+        buffer.resize(end - start);
+        // Up to the bytes held in memory from the file, the rest from memory.
+        const uint64_t file_end = std::min(end, std::max(start, s.held_from));
+        absl::StatusOr<uint64_t> n = uint64_t{0};
+        if (file_end > start) {
+          n = ReadAt(*queue, **file, start, std::span<char>(buffer.data(), file_end - start));
+        }
+        if (n.ok() && *n == file_end - start && end > file_end &&
+            end - s.held_from <= s.held.size()) {
+          std::memcpy(buffer.data() + (file_end - start), s.held.data() + (file_end - s.held_from),
+                      end - file_end);
+          n = end - start;
+        }
         for (size_t k = i; k < j; ++k) {
           const IndexRecord& r = records[k];
           const uint64_t last = r.end_entry_id() - 1;
