@@ -339,7 +339,9 @@ class ReaderImpl final : public LedgerReader {
     const uint64_t start = records.front().position;
     const std::span<char> buffer =
         ReadResultBuilder::Allocate(result, records.back().end_position() - start);
-    const std::span<char> from_file = buffer.first(std::min(held_from, start + buffer.size()) - start);
+    // From the file up to the bytes held in memory, then from those.
+    const std::span<char> from_file =
+        buffer.first(std::min(held_from, start + buffer.size()) - start);
     if (!from_file.empty()) {
       CAIRN_ASSIGN_OR_RETURN(uint64_t got, ReadRange(path, *file, start, from_file,
                                                      std::min(stable_end, held_from)));
