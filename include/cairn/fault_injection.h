@@ -126,6 +126,7 @@ struct FaultStats {
   uint64_t injected_read_errors = 0, injected_write_errors = 0, injected_sync_errors = 0;
   uint64_t injected_no_space = 0;
   uint64_t operations = 0;       // Operations numbered so far (the operation log's size).
+  uint64_t file_bytes = 0;       // The total size of all files: what capacity_bytes limits.
   uint64_t frozen_refusals = 0;  // Operations refused because the disk was frozen.
   uint64_t crashes = 0;
   // At the last crash: writes undone, whether one was torn, files removed, renames undone.

@@ -139,7 +139,9 @@ class FaultFileSystem final : public FaultInjectionFileSystem {
 
   FaultStats stats() const override {
     std::lock_guard lock(mu_);
-    return stats_;
+    FaultStats stats = stats_;
+    stats.file_bytes = total_bytes_;
+    return stats;
   }
 
   uint64_t epoch() const {

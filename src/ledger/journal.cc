@@ -24,6 +24,9 @@ namespace {
 
 std::string JournalName(uint64_t seq) { return HexId(seq) + ".jnl"; }
 
+// How long rounds go without a checkpoint after one found the disk full.
+constexpr std::chrono::milliseconds kCheckpointRetryDelay{100};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<File>> StoreImpl::CreateJournalFile(uint64_t seq) {
@@ -86,12 +89,18 @@ absl::Status StoreImpl::Checkpoint() {
   CAIRN_RETURN_IF_ERROR(FinishOpenSegments(queue, dirty, &then));
   CAIRN_RETURN_IF_ERROR(UseJournalFile(seq, std::move(journal)));
   dirty_.clear();
+  bool retried;
   {
     std::lock_guard lock(mu_);
     ++checkpoints_;
+    retried = !checkpoint_error_.ok();
+    checkpoint_error_ = absl::OkStatus();
     deleted_since_checkpoint_.clear();
   }
   checkpointed_.notify_all();
+  if (retried && options_.log) {
+    options_.log(LogLevel::kInfo, "store: journal checkpoint done after failing for lack of space");
+  }
   // 3. Older journal files are no longer needed. They go in the background: appends wait for
   //    this checkpoint, not for the unlinks.
   CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, fs_->ListDirectory(options_.journal_dir));
@@ -104,6 +113,31 @@ absl::Status StoreImpl::Checkpoint() {
   }
   RemoveInBackground(std::move(old_files));
   return absl::OkStatus();
+}
+
+void StoreImpl::CheckpointFailed(const absl::Status& status) {
+  const absl::Status annotated = Annotate(status, "journal checkpoint");
+  if (!absl::IsResourceExhausted(status)) {
+    FailStop(annotated);
+    return;
+  }
+  // Nothing it did needs undoing: segments' bytes written and indexes put in place are true of
+  // the segments; a new journal file not yet named by CHECKPOINT is made afresh by the next try,
+  // and recovery takes an empty one for what it is. The journal still holds every batch.
+  checkpoint_retry_at_ = std::chrono::steady_clock::now() + kCheckpointRetryDelay;
+  bool first;
+  {
+    std::lock_guard lock(mu_);
+    first = checkpoint_error_.ok();
+    ++checkpoint_failures_;
+    checkpoint_error_ = annotated;
+  }
+  checkpointed_.notify_all();
+  if (first && options_.log) {
+    options_.log(LogLevel::kWarning,
+                 absl::StrCat("store: ", annotated.ToString(),
+                              "; the journal grows until a checkpoint succeeds"));
+  }
 }
 
 absl::Status StoreImpl::ReplayBatch(std::span<const char> batch, const BatchHeader& header) {

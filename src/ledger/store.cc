@@ -83,12 +83,26 @@ std::string IndexPathOf(const Segment& segment) {
   return segment.path.substr(0, segment.path.size() - 4) + ".idx";
 }
 
+// A failed sync leaves unknown what reached the disk: a later sync can succeed without having
+// persisted what this one lost. So its error never reads as a full disk, which the store takes
+// back from (a checkpoint, a roll or a seal is tried again later): a sync that found no space
+// comes back as kUnavailable. Every sync outside a round's goes through these two.
+absl::Status SyncFailure(const absl::Status& status) {
+  if (!absl::IsResourceExhausted(status)) return status;
+  return absl::UnavailableError(
+      absl::StrCat("a sync failed, so what it was to make durable may be lost: ", status.message()));
+}
+absl::Status SyncData(IoQueue& queue, File& file) { return SyncFailure(DataSync(queue, file)); }
+absl::Status SyncDir(FileSystem& fs, IoQueue& queue, std::string_view directory) {
+  return SyncFailure(SyncDirectory(fs, queue, directory));
+}
+
+}  // namespace
+
 absl::Status Annotate(const absl::Status& status, std::string_view context) {
   if (status.ok()) return status;
   return absl::Status(status.code(), absl::StrCat(std::string(context), ": ", status.message()));
 }
-
-}  // namespace
 
 uint64_t Ledger::size_bytes() const {
   uint64_t bytes = 0;
@@ -224,7 +238,7 @@ absl::Status StoreImpl::OpenDataDir(const std::string& dir) {
       return absl::NotFoundError(absl::StrCat("store directory ", dir, " does not exist"));
     }
     CAIRN_RETURN_IF_ERROR(fs_->CreateDirectory(dir));
-    CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, *queue, ParentDirectory(dir)));
+    CAIRN_RETURN_IF_ERROR(SyncDir(*fs_, *queue, ParentDirectory(dir)));
   }
   absl::StatusOr<std::unique_ptr<FileLock>> lock = fs_->LockFile(Join(dir, "LOCK"));
   if (!lock.ok()) {
@@ -247,7 +261,7 @@ absl::Status StoreImpl::OpenDataDir(const std::string& dir) {
     // The ledgers directory first, then the STORE file that says the store is complete.
     CAIRN_ASSIGN_OR_RETURN(bool has_ledgers, fs_->Exists(ledgers_dir));
     if (!has_ledgers) CAIRN_RETURN_IF_ERROR(fs_->CreateDirectory(ledgers_dir));
-    CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, *queue, dir));
+    CAIRN_RETURN_IF_ERROR(SyncDir(*fs_, *queue, dir));
     CAIRN_RETURN_IF_ERROR(WriteFileAtomically(*queue, store_file, EncodeStoreFile()));
   }
 
@@ -258,7 +272,7 @@ absl::Status StoreImpl::OpenDataDir(const std::string& dir) {
   if (was_clean) {
     // From now on a crash must not look like a clean shutdown.
     CAIRN_RETURN_IF_ERROR(fs_->RemoveFile(clean));
-    CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, *queue, dir));
+    CAIRN_RETURN_IF_ERROR(SyncDir(*fs_, *queue, dir));
   } else {
     report_.clean_shutdown = false;
   }
@@ -336,7 +350,7 @@ absl::Status StoreImpl::RemoveLedgerFiles(const std::string& dir, IoQueue* given
   // The meta file goes first: without it, a crash leaves a directory that the next Open removes.
   if (std::find(names.begin(), names.end(), "meta") != names.end()) {
     CAIRN_RETURN_IF_ERROR(fs_->RemoveFile(Join(dir, "meta")));
-    CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, *queue, dir));
+    CAIRN_RETURN_IF_ERROR(SyncDir(*fs_, *queue, dir));
   }
   bool recycled_any = false;
   for (const std::string& name : names) {
@@ -350,8 +364,8 @@ absl::Status StoreImpl::RemoveLedgerFiles(const std::string& dir, IoQueue* given
     CAIRN_RETURN_IF_ERROR(fs_->RemoveFile(path));
   }
   CAIRN_RETURN_IF_ERROR(fs_->RemoveDirectory(dir));
-  if (recycled_any) CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, *queue, RecycleDir(DataDirOf(dir))));
-  return SyncDirectory(*fs_, *queue, ParentDirectory(dir));
+  if (recycled_any) CAIRN_RETURN_IF_ERROR(SyncDir(*fs_, *queue, RecycleDir(DataDirOf(dir))));
+  return SyncDir(*fs_, *queue, ParentDirectory(dir));
 }
 
 std::string StoreImpl::RecycleDir(const std::string& data_dir) { return Join(data_dir, "recycle"); }
@@ -366,7 +380,7 @@ absl::Status StoreImpl::OpenRecyclePool(IoQueue& queue, const std::string& data_
   if (!exists) {
     if (options_.max_recycled_segments == 0) return absl::OkStatus();
     CAIRN_RETURN_IF_ERROR(fs_->CreateDirectory(pool));
-    return SyncDirectory(*fs_, queue, data_dir);
+    return SyncDir(*fs_, queue, data_dir);
   }
   CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, fs_->ListDirectory(pool));
   std::lock_guard lock(recycle_mu_);
@@ -462,7 +476,7 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id, IoQue
         // Created by a roll that a crash interrupted before anything was appended to it.
         file.reset();
         CAIRN_RETURN_IF_ERROR(fs_->RemoveFile(segment.path));
-        CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, queue, dir));
+        CAIRN_RETURN_IF_ERROR(SyncDir(*fs_, queue, dir));
         ++report.torn_tails_truncated;
         break;
       }
@@ -523,7 +537,7 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id, IoQue
       scan.max_timestamp_us = max_timestamp_us;
       if (size > scan_from) {
         CAIRN_RETURN_IF_ERROR(file->Truncate(scan_from));
-        CAIRN_RETURN_IF_ERROR(DataSync(queue, *file));
+        CAIRN_RETURN_IF_ERROR(SyncData(queue, *file));
       }
     } else {
       // Only the tail past the checkpoint is read. A sealed (non-last) segment is complete: its
@@ -552,7 +566,7 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id, IoQue
       // Zero padding of a direct write, or a torn tail: the write in progress when the process
       // stopped.
       CAIRN_RETURN_IF_ERROR(file->Truncate(scan.valid_end));
-      CAIRN_RETURN_IF_ERROR(DataSync(queue, *file));
+      CAIRN_RETURN_IF_ERROR(SyncData(queue, *file));
       if (!scan.padding_only) {
         ++report.torn_tails_truncated;
         report.bytes_truncated += scan.file_size - scan.valid_end;
@@ -605,10 +619,10 @@ absl::Status StoreImpl::WriteFileAtomically(IoQueue& queue, const std::string& p
     CAIRN_RETURN_IF_ERROR(file->Truncate(0));
     CAIRN_RETURN_IF_ERROR(
         WriteAt(queue, *file, 0, std::span<const char>(data.data(), data.size())));
-    CAIRN_RETURN_IF_ERROR(DataSync(queue, *file));
+    CAIRN_RETURN_IF_ERROR(SyncData(queue, *file));
   }
   CAIRN_RETURN_IF_ERROR(fs_->RenameFile(tmp, path));
-  return SyncDirectory(*fs_, queue, ParentDirectory(path));
+  return SyncDir(*fs_, queue, ParentDirectory(path));
 }
 
 absl::Status StoreImpl::WriteMeta(IoQueue& queue, const std::string& ledger_dir,
@@ -730,12 +744,18 @@ absl::StatusOr<uint64_t> StoreImpl::CreateLedger(std::optional<uint64_t> request
         // See deleted_since_checkpoint_. Any checkpoint that ends from now on will do: no round
         // runs during one, and the old ledger's last round came before its delete.
         const uint64_t target = checkpoints_ + 1;
+        const uint64_t failures = checkpoint_failures_;
         checkpoint_requested_ = true;
         work_.notify_one();
         checkpointed_.wait(lock, [&] {
-          return checkpoints_ >= target || !fail_stop_.ok() || stopping_ || closed_;
+          return checkpoints_ >= target || checkpoint_failures_ > failures || !fail_stop_.ok() ||
+                 stopping_ || closed_;
         });
         if (!fail_stop_.ok()) return fail_stop_;
+        if (checkpoints_ < target && checkpoint_failures_ > failures) {
+          return Annotate(checkpoint_error_,
+                          absl::StrCat("creating ledger ", id, " again needs a checkpoint"));
+        }
         if (checkpoints_ < target) return absl::FailedPreconditionError("the store is closed");
         if (ledgers_.count(id))
           return absl::AlreadyExistsError(absl::StrCat("ledger ", id, " exists"));
@@ -770,7 +790,7 @@ absl::StatusOr<uint64_t> StoreImpl::CreateLedger(std::optional<uint64_t> request
     CAIRN_RETURN_IF_ERROR(fs_->CreateDirectory(dir));
     CAIRN_RETURN_IF_ERROR(
         WriteMeta(*queue, dir, LedgerMeta{id, LedgerState::kOpen, false, kNoEntry}));
-    return SyncDirectory(*fs_, *queue, ParentDirectory(dir));
+    return SyncDir(*fs_, *queue, ParentDirectory(dir));
   }();
   std::lock_guard lock(mu_);
   if (!status.ok()) {
@@ -835,7 +855,11 @@ absl::Status StoreImpl::DeleteLedger(uint64_t id) {
     }
   }
   for (const std::string& p : index_paths) index_cache_.Erase(p);
-  return Annotate(RemoveLedgerFiles(ledger->dir), absl::StrCat("deleting ledger ", id));
+  absl::Status removed =
+      Annotate(RemoveLedgerFiles(ledger->dir), absl::StrCat("deleting ledger ", id));
+  // A checkpoint that failed for lack of space is tried again by the next round.
+  space_freed_.store(true, std::memory_order_relaxed);
+  return removed;
 }
 
 absl::StatusOr<uint64_t> StoreImpl::Fence(uint64_t id) {
@@ -854,8 +878,8 @@ absl::StatusOr<uint64_t> StoreImpl::Fence(uint64_t id) {
     ledger->changed.notify_all();
   }
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<IoQueue> queue, NewQueue());
-  CAIRN_RETURN_IF_ERROR(
-      Annotate(WriteMeta(*queue, ledger->dir, meta), absl::StrCat("fencing ledger ", id)));
+  CAIRN_RETURN_IF_ERROR(FailStopUnlessFull(
+      Annotate(WriteMeta(*queue, ledger->dir, meta), absl::StrCat("fencing ledger ", id))));
   return lac;
 }
 
@@ -868,6 +892,7 @@ absl::StatusOr<uint64_t> StoreImpl::SealLedger(const std::shared_ptr<Ledger>& le
     if (!fail_stop_.ok()) return fail_stop_;
   }
   uint64_t last;
+  absl::Status finished;
   {
     std::lock_guard lock(ledger->mu);
     if (ledger->deleted) return absl::NotFoundError(absl::StrCat("no ledger ", ledger->id));
@@ -880,15 +905,19 @@ absl::StatusOr<uint64_t> StoreImpl::SealLedger(const std::shared_ptr<Ledger>& le
     // the open segment (its index, final) before the meta that says the ledger is sealed.
     if (!ledger->segments.empty() && !ledger->segments.back().sealed) {
       Segment& segment = ledger->segments.back();
-      CAIRN_RETURN_IF_ERROR(FinishSegmentFile(*queue, segment));
-      segment.unwritten.clear();
-      segment.unwritten.shrink_to_fit();
-      CAIRN_RETURN_IF_ERROR(WriteSegmentIndex(*queue, segment, ledger->id));
+      finished = FinishSegmentFile(*queue, segment);
+      if (finished.ok()) {
+        segment.unwritten.clear();
+        segment.unwritten.shrink_to_fit();
+        finished = WriteSegmentIndex(*queue, segment, ledger->id);
+      }
     }
   }
-  CAIRN_RETURN_IF_ERROR(Annotate(
+  const std::string context = absl::StrCat("sealing ledger ", ledger->id);
+  CAIRN_RETURN_IF_ERROR(FailStopUnlessFull(Annotate(finished, context)));
+  CAIRN_RETURN_IF_ERROR(FailStopUnlessFull(Annotate(
       WriteMeta(*queue, ledger->dir, LedgerMeta{ledger->id, LedgerState::kSealed, false, last}),
-      absl::StrCat("sealing ledger ", ledger->id)));
+      context)));
   std::lock_guard lock(ledger->mu);
   ledger->state = LedgerState::kSealed;
   if (!ledger->segments.empty() && !ledger->segments.back().sealed) {
@@ -981,6 +1010,11 @@ bool StoreImpl::read_only() const {
   return !fail_stop_.ok();
 }
 
+absl::Status StoreImpl::FailStopUnlessFull(absl::Status status) {
+  if (!status.ok() && !absl::IsResourceExhausted(status)) FailStop(status);
+  return status;
+}
+
 void StoreImpl::FailStop(const absl::Status& cause) {
   {
     std::lock_guard lock(mu_);
@@ -1053,7 +1087,7 @@ absl::Status StoreImpl::CreateSegment(IoQueue& queue, Ledger& ledger, uint64_t b
     {
       CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> pooled, fs_->OpenFile(*recycled, {}));
       CAIRN_RETURN_IF_ERROR(WriteAt(queue, *pooled, 0, header));
-      CAIRN_RETURN_IF_ERROR(DataSync(queue, *pooled));
+      CAIRN_RETURN_IF_ERROR(SyncData(queue, *pooled));
     }
     CAIRN_RETURN_IF_ERROR(fs_->RenameFile(*recycled, segment.path));
   }
@@ -1064,10 +1098,10 @@ absl::Status StoreImpl::CreateSegment(IoQueue& queue, Ledger& ledger, uint64_t b
     // A leftover from an interrupted roll holds nothing acknowledged: start it afresh.
     CAIRN_RETURN_IF_ERROR(file->Truncate(0));
     CAIRN_RETURN_IF_ERROR(WriteAt(queue, *file, 0, header));
-    CAIRN_RETURN_IF_ERROR(DataSync(queue, *file));
+    CAIRN_RETURN_IF_ERROR(SyncData(queue, *file));
   }
   // The new file's name must survive a crash before anything in it is acknowledged.
-  CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, queue, ledger.dir));
+  CAIRN_RETURN_IF_ERROR(SyncDir(*fs_, queue, ledger.dir));
   segment.file = std::move(file);
   segment.header_flags = flags;
   if (!recycled.has_value()) segment.file_bytes = header.size();
@@ -1103,10 +1137,12 @@ absl::Status StoreImpl::FinishOpenSegments(IoQueue& queue,
     std::vector<std::unique_lock<std::mutex>> locks;
     std::vector<NewFile> files;  // The indexes, then the CHECKPOINT record.
     files.reserve(kGroup + 1);   // Requests point into the files.
-    std::vector<IoRequest> requests;
-    // The open segments' bytes held in memory (Segment::unwritten), written before anything is
-    // synced.
-    std::vector<IoRequest> unwritten_writes;
+    // Two rounds of requests: every write (the open segments' bytes held in memory, see
+    // Segment::unwritten; the new files' bytes), then every sync. A write that finds the disk
+    // full changes nothing a later checkpoint cannot redo; a failed sync turns the store
+    // read-only (SyncFailure).
+    std::vector<IoRequest> writes;
+    std::vector<IoRequest> syncs;
     std::vector<Segment*> with_unwritten;
     auto start_file = [&](std::string path, std::string data) -> absl::Status {
       NewFile& file = files.emplace_back(NewFile{std::move(path), std::move(data), nullptr});
@@ -1114,7 +1150,8 @@ absl::Status StoreImpl::FinishOpenSegments(IoQueue& queue,
       create.create = true;
       CAIRN_ASSIGN_OR_RETURN(file.tmp, fs_->OpenFile(file.path + ".tmp", create));
       CAIRN_RETURN_IF_ERROR(file.tmp->Truncate(0));
-      requests.push_back(IoRequest::Write(file.tmp.get(), 0, file.data));
+      writes.push_back(IoRequest::Write(file.tmp.get(), 0, file.data));
+      syncs.push_back(IoRequest::DataSync(file.tmp.get()));
       return absl::OkStatus();
     };
     for (size_t k = group * kGroup; k < std::min(ledgers.size(), (group + 1) * kGroup); ++k) {
@@ -1123,12 +1160,12 @@ absl::Status StoreImpl::FinishOpenSegments(IoQueue& queue,
       if (ledger.deleted || ledger.segments.empty() || ledger.segments.back().sealed) continue;
       Segment& segment = ledger.segments.back();
       if (!segment.unwritten.empty()) {
-        unwritten_writes.push_back(
+        writes.push_back(
             IoRequest::Write(segment.file.get(), segment.written_end(), segment.unwritten));
         with_unwritten.push_back(&segment);
       }
       CAIRN_ASSIGN_OR_RETURN(const bool needs_sync, TrimSegmentFile(segment));
-      if (needs_sync) requests.push_back(IoRequest::DataSync(segment.file.get()));
+      if (needs_sync) syncs.push_back(IoRequest::DataSync(segment.file.get()));
       CAIRN_RETURN_IF_ERROR(
           start_file(IndexPathOf(segment), EncodeSegmentIndex(segment, ledger.id)));
       locks.push_back(std::move(lock));
@@ -1136,21 +1173,16 @@ absl::Status StoreImpl::FinishOpenSegments(IoQueue& queue,
     const size_t indexes = files.size();
     const std::string checkpoint_path = absl::StrCat(options_.journal_dir, "/CHECKPOINT");
     if (journal != nullptr) {
-      requests.push_back(IoRequest::Write(journal->journal, 0, journal->header));
+      writes.push_back(IoRequest::Write(journal->journal, 0, journal->header));
+      syncs.push_back(IoRequest::DataSync(journal->journal));
       CAIRN_RETURN_IF_ERROR(start_file(checkpoint_path, journal->checkpoint));
     }
-    if (!unwritten_writes.empty()) {
-      CAIRN_RETURN_IF_ERROR(RunAll(queue, unwritten_writes));
-      for (Segment* segment : with_unwritten) segment->unwritten.clear();
-    }
-    if (requests.empty()) continue;
-    // 1. The segments' data, and every new file's bytes.
-    CAIRN_RETURN_IF_ERROR(RunAll(queue, requests));
-    // 2. The new files' syncs.
-    requests.clear();
-    for (const NewFile& file : files) requests.push_back(IoRequest::DataSync(file.tmp.get()));
-    if (journal != nullptr) requests.push_back(IoRequest::DataSync(journal->journal));
-    CAIRN_RETURN_IF_ERROR(RunAll(queue, requests));
+    if (writes.empty() && syncs.empty()) continue;
+    // 1. The segments' bytes held in memory, and every new file's bytes.
+    CAIRN_RETURN_IF_ERROR(RunAll(queue, writes));
+    for (Segment* segment : with_unwritten) segment->unwritten.clear();
+    // 2. The segments' data and the new files': synced.
+    CAIRN_RETURN_IF_ERROR(SyncFailure(RunAll(queue, syncs)));
     // 3. The indexes' names, and the new journal file's: synced directories.
     std::set<std::string> dir_names;
     for (size_t f = 0; f < indexes; ++f) {
@@ -1160,17 +1192,17 @@ absl::Status StoreImpl::FinishOpenSegments(IoQueue& queue,
     }
     if (journal != nullptr) dir_names.insert(options_.journal_dir);
     std::vector<std::unique_ptr<File>> dirs;
-    requests.clear();
+    syncs.clear();
     for (const std::string& name : dir_names) {
       CAIRN_ASSIGN_OR_RETURN(dirs.emplace_back(), fs_->OpenDirectory(name));
-      requests.push_back(IoRequest::Sync(dirs.back().get()));
+      syncs.push_back(IoRequest::Sync(dirs.back().get()));
     }
-    CAIRN_RETURN_IF_ERROR(RunAll(queue, requests));
+    CAIRN_RETURN_IF_ERROR(SyncFailure(RunAll(queue, syncs)));
     // 4. Only now, with everything it vouches for durable, the CHECKPOINT record.
     if (journal != nullptr) {
       files.back().tmp.reset();
       CAIRN_RETURN_IF_ERROR(fs_->RenameFile(checkpoint_path + ".tmp", checkpoint_path));
-      CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, queue, options_.journal_dir));
+      CAIRN_RETURN_IF_ERROR(SyncDir(*fs_, queue, options_.journal_dir));
     }
   }
   return absl::OkStatus();
@@ -1195,7 +1227,7 @@ absl::Status StoreImpl::WriteUnwritten(IoQueue& queue, const Segment& segment) {
 absl::Status StoreImpl::FinishSegmentFile(IoQueue& queue, Segment& segment) {
   CAIRN_RETURN_IF_ERROR(WriteUnwritten(queue, segment));
   CAIRN_ASSIGN_OR_RETURN(const bool needs_sync, TrimSegmentFile(segment));
-  return needs_sync ? DataSync(queue, *segment.file) : absl::OkStatus();
+  return needs_sync ? SyncData(queue, *segment.file) : absl::OkStatus();
 }
 
 absl::Status StoreImpl::PrepareDirect(Segment& segment) {
@@ -1390,7 +1422,7 @@ void StoreImpl::WorkerLoop() {
       lock.unlock();
       if (!failed) {
         absl::Status checkpointed = Checkpoint();
-        if (!checkpointed.ok()) FailStop(Annotate(checkpointed, "journal checkpoint"));
+        if (!checkpointed.ok()) CheckpointFailed(checkpointed);
       }
       lock.lock();
       round_running_ = false;
@@ -1828,14 +1860,16 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
         // Where appends wait for the journal's sync, the file is filled with zeros ahead of its
         // batches (kJournalZeroAheadBytes at a time, beside a round's write): a write over
         // blocks already written leaves the file's size and allocation alone, so its fdatasync
-        // commits no metadata (docs/storage.md).
+        // commits no metadata (docs/storage.md). Small journal files get no more zeros ahead
+        // than they hold: each new file would take that much more space.
+        const uint64_t zero_ahead = std::min(
+            kJournalZeroAheadBytes, options_.journal_file_bytes & ~(kDirectIoAlignment - 1));
         const uint64_t write_end = journal_write_start + size;
-        if (segments_behind_journal() &&
-            write_end + kJournalZeroAheadBytes / 2 > journal_zeroed_to_) {
+        if (segments_behind_journal() && write_end + zero_ahead / 2 > journal_zeroed_to_) {
           const uint64_t from = std::max(journal_zeroed_to_, write_end);
-          extra_requests.push_back(IoRequest::Write(journal_direct_file_.get(), from,
-                                                    ZeroBlocks(kJournalZeroAheadBytes)));
-          journal_zeroed_to_ = from + kJournalZeroAheadBytes;
+          extra_requests.push_back(
+              IoRequest::Write(journal_direct_file_.get(), from, ZeroBlocks(zero_ahead)));
+          journal_zeroed_to_ = from + zero_ahead;
         }
       } else {
         std::vector<char>& journal = journal_buffer_;
@@ -1981,7 +2015,7 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
       } else if (journal_bytes > 0) {
         append_syncs_.fetch_add(1, std::memory_order_relaxed);
         const auto sync_start = std::chrono::steady_clock::now();
-        absl::Status synced = DataSync(queue, *journal_file_);
+        absl::Status synced = SyncData(queue, *journal_file_);
         sync_times_.Record(sync_start);
         for (Part& p : parts) p.status.Update(synced);
       }
@@ -2102,9 +2136,11 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
     // before the roll: the checkpoint may have failed.
     if (read_only()) continue;
 
-    if (journaled() && journal_position_ >= options_.journal_file_bytes) {
+    if (journaled() && journal_position_ >= options_.journal_file_bytes &&
+        (space_freed_.exchange(false, std::memory_order_relaxed) ||
+         std::chrono::steady_clock::now() >= checkpoint_retry_at_)) {
       absl::Status checkpointed = Checkpoint();
-      if (!checkpointed.ok()) FailStop(Annotate(checkpointed, "journal checkpoint"));
+      if (!checkpointed.ok()) CheckpointFailed(checkpointed);
     }
 
     if (roll != nullptr && !read_only()) {

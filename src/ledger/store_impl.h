@@ -38,6 +38,9 @@
 
 namespace cairn::internal {
 
+// `status` with "<context>: " before its message.
+absl::Status Annotate(const absl::Status& status, std::string_view context);
+
 // One segment file of a ledger.
 struct Segment {
   uint64_t base_entry_id = 0;
@@ -370,6 +373,10 @@ class StoreImpl final : public Store {
   absl::Status LoadTail(Segment& segment);
   bool direct_io_ = false;  // Set at open from StoreOptions::direct_io; cleared if refused.
   void FailStop(const absl::Status& cause);
+  // The status of a ledger's metadata or segment I/O outside a round (seal, fence, create,
+  // delete): an error other than a full disk leaves unknown what reached the disk, and turns
+  // the store read-only (FailStop). Call with no lock held.
+  absl::Status FailStopUnlessFull(absl::Status status);
 
   const StoreOptions options_;
   std::unique_ptr<FileSystem> owned_fs_;
@@ -432,6 +439,13 @@ class StoreImpl final : public Store {
   // Makes every segment written since the last checkpoint durable with its index, starts a new
   // journal file and records the checkpoint; older journal files are removed.
   absl::Status Checkpoint();
+  // After a failed checkpoint (worker, no lock held). A full disk (a write that found no
+  // space; see SyncFailure in store.cc for a sync's) leaves the store as it was: rounds go on
+  // appending to the journal, past journal_file_bytes, and one tries again once
+  // checkpoint_retry_at_ has passed. Anything else turns the store read-only.
+  void CheckpointFailed(const absl::Status& status);
+  std::chrono::steady_clock::time_point checkpoint_retry_at_{};  // Round only.
+  std::atomic<bool> space_freed_{false};  // A ledger was deleted: try again without waiting.
   std::unique_ptr<File> journal_file_;
   // With direct I/O, the journal's rounds are written through this O_DIRECT handle of the same
   // file in whole aligned blocks, like segments: each write starts at the block that holds the
@@ -456,7 +470,10 @@ class StoreImpl final : public Store {
   std::set<uint64_t> deleted_since_checkpoint_;
   bool checkpoint_requested_ = false;
   uint64_t checkpoints_ = 0;
-  std::condition_variable checkpointed_;  // checkpoints_ moved, or the store stopped or failed.
+  uint64_t checkpoint_failures_ = 0;  // For a full disk (CheckpointFailed).
+  absl::Status checkpoint_error_;     // The last one's.
+  // checkpoints_ or checkpoint_failures_ moved, or the store stopped or failed.
+  std::condition_variable checkpointed_;
 
   // Owned by the round (the worker thread or a blocking appender's, one at a time).
   std::unique_ptr<IoQueue> worker_queue_;

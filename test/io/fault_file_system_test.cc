@@ -289,10 +289,13 @@ TEST_CASE("fault fs: a capacity limit gives ENOSPC until space is freed", "[io][
   CHECK(full.code() == absl::StatusCode::kResourceExhausted);
   CHECK(Allocate(*q, *file, 0, 8192).code() == absl::StatusCode::kResourceExhausted);
   CHECK(*file->Size() == 4096);  // Nothing half-written.
+  CHECK(f.fs().stats().file_bytes == 4096);
   // Overwriting in place needs no new space.
   CHECK(WriteAt(*q, *file, 0, std::string(10, 'c')).ok());
   REQUIRE(file->Truncate(1024).ok());
+  CHECK(f.fs().stats().file_bytes == 1024);
   CHECK(WriteAt(*q, *file, 1024, std::string(3000, 'd')).ok());
+  CHECK(f.fs().stats().file_bytes == 4024);
   auto other = f.Open("other");
   CHECK(WriteAt(*q, *other, 0, std::string(100, 'e')).code() ==
         absl::StatusCode::kResourceExhausted);

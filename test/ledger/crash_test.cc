@@ -726,6 +726,41 @@ TEST_CASE("ledger crash: a failed fsync is never trusted", "[ledger][crash]") {
   CheckRecovered(*store, a, spec, end_a, end_a);
 }
 
+// A seal makes the open segment durable and writes its index: a sync that fails there turns
+// the store read-only like one in a round, and a second Seal() (whose syncs would succeed
+// without having persisted what the first lost) is refused.
+TEST_CASE("ledger crash: a seal whose sync fails turns the store read-only", "[ledger][crash]") {
+  const bool journal = GENERATE(false, true);
+  INFO("journal " << journal);
+  const ContentSpec spec;
+  auto base = NewStoreFileSystem();
+  auto fault = NewFaultInjectionFileSystem(base.get(), FaultOptions{.seed = 5});
+  auto store = Unwrap(Store::Open(OptionsOn(*fault, kMinSegmentBytes, Durability::kSync, journal)));
+  const uint64_t a = Unwrap(store->CreateLedger());
+  auto writer = Unwrap(store->OpenWriter(a));
+  uint64_t end = 0;
+  AppendMany(*writer, spec, &end, 5);
+
+  fault->SetFaults(FaultOptions{.seed = 5, .sync_error_probability = 1});
+  absl::StatusOr<uint64_t> sealed = writer->Seal();
+  INFO(sealed.status().ToString());
+  REQUIRE_FALSE(sealed.ok());
+  CHECK(store->read_only());
+  fault->ClearFaults();
+  CHECK_FALSE(writer->Seal().ok());
+  CHECK(Unwrap(store->GetLedgerInfo(a)).state == LedgerState::kOpen);
+  CHECK(CheckRecovered(*store, a, spec, end, end) == end);
+
+  // After a restart the ledger is open, holds everything acknowledged, and seals.
+  writer.reset();
+  store.reset();
+  store = Unwrap(Store::Open(OptionsOn(*fault, kMinSegmentBytes, Durability::kSync, journal)));
+  CHECK_FALSE(store->read_only());
+  CHECK(CheckRecovered(*store, a, spec, end, end) == end);
+  writer = Unwrap(store->OpenWriter(a));
+  CHECK(Unwrap(writer->Seal()) == end - 1);
+}
+
 // Every acknowledged append, as (ledger, first id, last id); filled from the store's threads.
 class AckedAppends {
  public:

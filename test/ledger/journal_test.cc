@@ -8,7 +8,9 @@
 #include <catch2/catch.hpp>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -121,6 +123,33 @@ struct JournalStore {
   }
   std::unique_ptr<FileSystem> base;
   std::unique_ptr<FaultInjectionFileSystem> fault;
+};
+
+// Checkpoints so far: each ends by putting a new CHECKPOINT record in place.
+int Checkpoints(FaultInjectionFileSystem& fault) {
+  int n = 0;
+  for (const FaultOperation& op : fault.OperationLog()) {
+    n += op.kind == FaultOperation::Kind::kRename && op.path == "/journal/CHECKPOINT";
+  }
+  return n;
+}
+
+// The store's log lines, kept for the test to look at.
+struct LogLines {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  bool Contains(std::string_view text) {
+    std::lock_guard lock(mu);
+    return std::any_of(lines.begin(), lines.end(), [&](const std::string& line) {
+      return line.find(text) != std::string::npos;
+    });
+  }
+  LogFunction Function() {
+    return [this](LogLevel, std::string_view message) {
+      std::lock_guard lock(mu);
+      lines.emplace_back(message);
+    };
+  }
 };
 
 TEST_CASE("journal: acknowledged appends are replayed from the journal after a crash",
@@ -291,16 +320,8 @@ TEST_CASE("journal: checkpoints of many ledgers, and a close, leave one journal 
       ids.push_back(*(*store)->CreateLedger());
       writers.push_back(std::move(*(*store)->OpenWriter(ids.back())));
     }
-    // Checkpoints so far: each ends by putting a new CHECKPOINT record in place.
-    auto checkpoints = [&] {
-      int n = 0;
-      for (const FaultOperation& op : j.fault->OperationLog()) {
-        n += op.kind == FaultOperation::Kind::kRename && op.path == "/journal/CHECKPOINT";
-      }
-      return n;
-    };
-    const int before = checkpoints();
-    for (; checkpoints() < before + 3; ++appends) {
+    const int before = Checkpoints(*j.fault);
+    for (; Checkpoints(*j.fault) < before + 3; ++appends) {
       REQUIRE(appends < 2000);
       for (int i = 0; i < kLedgers; ++i) AppendOne(*writers[i], appends);
     }
@@ -316,6 +337,106 @@ TEST_CASE("journal: checkpoints of many ledgers, and a close, leave one journal 
   REQUIRE(store.ok());
   CHECK((*store)->recovery_report().bytes_scanned == 0);
   for (uint64_t id : ids) CheckLedger(**store, id, appends);
+}
+
+// A checkpoint needs new space: the segments' bytes held in memory, index files, a journal
+// file. On a full disk it fails, the store stays writable (appends fail only when they need
+// space themselves), and it is tried again until space returns; the journal holds everything
+// meanwhile, through a crash too.
+TEST_CASE("journal: a checkpoint that finds the disk full is tried again when space returns",
+          "[ledger][journal][disk]") {
+  const bool crash_while_full = GENERATE(false, true);
+  INFO((crash_while_full ? "crash while full" : "space returns"));
+  JournalStore j;
+  LogLines log;
+  StoreOptions options = j.Options();  // Journal files of 64 KiB: a checkpoint every few appends.
+  options.log = log.Function();
+  constexpr int kLedgers = 3;
+  std::vector<uint64_t> ids;
+  std::vector<uint64_t> next(kLedgers, 0);  // Each ledger's entries acknowledged.
+  auto try_append = [&](LedgerWriter& writer, int i) {
+    BatchBuilder batch;
+    const std::string value = Value(writer.ledger_id(), next[i]);
+    REQUIRE(batch.Add({.key = std::nullopt, .value = value, .timestamp_us = 1}).ok());
+    absl::StatusOr<AppendResult> result = writer.Append(batch);
+    if (result.ok()) {
+      REQUIRE(result->first_entry_id == next[i]);
+      ++next[i];
+    }
+    return result.status();
+  };
+  {
+    auto store = Store::Open(options);
+    REQUIRE(store.ok());
+    std::vector<std::unique_ptr<LedgerWriter>> writers;
+    for (int i = 0; i < kLedgers; ++i) {
+      ids.push_back(*(*store)->CreateLedger());
+      writers.push_back(std::move(*(*store)->OpenWriter(ids.back())));
+      REQUIRE(try_append(*writers[i], i).ok());
+    }
+    // The journal file is filled with zeros ahead of its batches, 64 KiB at a time (as much as
+    // it holds). Once its second stretch of zeros is written, the next rounds write over bytes
+    // already there up to the checkpoint, and beyond it: then the disk is full.
+    auto journal_written_to = [&] {
+      uint64_t end = 0;
+      for (const FaultOperation& op : j.fault->OperationLog()) {
+        if (op.kind == FaultOperation::Kind::kWrite && !op.failed && op.path.ends_with(".jnl")) {
+          end = std::max(end, op.offset + op.length);
+        }
+      }
+      return end;
+    };
+    for (int k = 0; journal_written_to() <= kMinJournalFileBytes + 4096; ++k) {
+      REQUIRE(k < 1000);
+      REQUIRE(try_append(*writers[k % kLedgers], k % kLedgers).ok());
+    }
+    j.fault->SetFaults(FaultOptions{.capacity_bytes = j.fault->stats().file_bytes});
+    const int checkpoints_before = Checkpoints(*j.fault);
+    uint64_t acked_after_failure = 0;
+    uint64_t refused = 0;
+    for (int k = 0; k < 5000 && acked_after_failure < 20; ++k) {
+      const bool failed_before = log.Contains("journal checkpoint");
+      absl::Status appended = try_append(*writers[k % kLedgers], k % kLedgers);
+      if (appended.ok()) {
+        acked_after_failure += failed_before;
+      } else {
+        INFO(appended.ToString());
+        REQUIRE(appended.code() == absl::StatusCode::kResourceExhausted);
+        ++refused;
+      }
+    }
+    INFO("appends refused for lack of space: " << refused);
+    REQUIRE(log.Contains("journal checkpoint"));
+    CHECK(Checkpoints(*j.fault) == checkpoints_before);
+    CHECK(acked_after_failure == 20);
+    CHECK_FALSE((*store)->read_only());
+    for (int i = 0; i < kLedgers; ++i) CheckLedger(**store, ids[i], next[i]);
+
+    if (crash_while_full) {
+      REQUIRE(j.fault->SimulateCrash().ok());
+      writers.clear();
+      j.fault->ClearFaults();  // Recovery writes the journal's batches into the segments.
+    } else {
+      j.fault->ClearFaults();
+      // Appends resume on every writer, and a checkpoint succeeds (tried again after a pause).
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      for (int k = 0; Checkpoints(*j.fault) == checkpoints_before; ++k) {
+        REQUIRE(std::chrono::steady_clock::now() < deadline);
+        REQUIRE(try_append(*writers[k % kLedgers], k % kLedgers).ok());
+      }
+      CHECK(log.Contains("checkpoint done after failing"));
+      for (int i = 0; i < kLedgers; ++i) REQUIRE(try_append(*writers[i], i).ok());
+      CHECK_FALSE((*store)->read_only());
+      writers.clear();
+      REQUIRE((*store)->Close().ok());
+      CHECK(JournalFiles(*j.fault) == 1);
+    }
+  }
+  options.log = NullLog();
+  auto store = Store::Open(options);
+  INFO(store.status().ToString());
+  REQUIRE(store.ok());
+  for (int i = 0; i < kLedgers; ++i) CheckLedger(**store, ids[i], next[i]);
 }
 
 TEST_CASE("journal: one sync acknowledges appends of many ledgers",
@@ -427,15 +548,18 @@ TEST_CASE("journal: a round that fails on a segment leaves nothing in the journa
   uint64_t rounds_with_failures = 0;
   // Values of 600 bytes are held in memory (their rounds write no segment, so only the
   // journal's write can fail); values of 40,000 make their round write the segment, with the
-  // bytes held before them.
-  for (uint64_t run = 0; run < 120; ++run) {
-    const uint64_t seed = first_seed + run / 2;
-    const size_t value_bytes = run % 2 == 0 ? 600 : 40000;
-    INFO("run seed " << seed << ", values of " << value_bytes << " bytes");
+  // bytes held before them. With journal files of 64 KiB, a checkpoint follows the failing
+  // round (and may fail too, for lack of space); with 1 MiB, none does.
+  for (uint64_t run = 0; run < 180; ++run) {
+    const uint64_t seed = first_seed + run / 3;
+    const size_t value_bytes = run % 3 == 0 ? 600 : 40000;
+    const uint64_t journal_file_bytes = run % 3 == 2 ? kMinJournalFileBytes : 1 << 20;
+    INFO("run seed " << seed << ", values of " << value_bytes << " bytes, journal files of "
+                     << journal_file_bytes << " bytes");
     JournalStore j;
     StoreOptions options = j.Options();
     options.group_commit_max_delay_us = 2000;  // Both ledgers' appends in one round.
-    options.journal_file_bytes = 1 << 20;        // No checkpoint in the failing round.
+    options.journal_file_bytes = journal_file_bytes;
     constexpr int kLedgers = 2;
     std::vector<uint64_t> ids;
     // What each ledger must hold after the crash: the values acknowledged, by entry id.
