@@ -27,6 +27,19 @@ std::string JournalName(uint64_t seq) { return HexId(seq) + ".jnl"; }
 // How long rounds go without a checkpoint after one found the disk full.
 constexpr std::chrono::milliseconds kCheckpointRetryDelay{100};
 
+// A journal file holds nothing past its header when it is no longer than a header, or only
+// zeros follow it (in its first MiB: a file that rounds never wrote is no longer than that).
+absl::StatusOr<bool> HoldsOnlyHeader(IoQueue& queue, File& file) {
+  CAIRN_ASSIGN_OR_RETURN(uint64_t size, file.Size());
+  if (size <= kJournalHeaderBytes) return true;
+  constexpr uint64_t kLookBytes = uint64_t{1} << 20;
+  if (size - kJournalHeaderBytes > kLookBytes) return false;
+  std::vector<char> rest(size - kJournalHeaderBytes);
+  CAIRN_ASSIGN_OR_RETURN(uint64_t got,
+                         ReadAt(queue, file, kJournalHeaderBytes, std::span<char>(rest)));
+  return std::all_of(rest.begin(), rest.begin() + got, [](char c) { return c == 0; });
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<File>> StoreImpl::CreateJournalFile(uint64_t seq) {
@@ -212,29 +225,51 @@ absl::Status StoreImpl::OpenJournal() {
     if (auto seq = ParseHexName(name, ".jnl")) seqs.push_back(*seq);
   }
   std::sort(seqs.begin(), seqs.end());
+  // Older files are left over from before the checkpoint (their removal runs after it).
+  if (checkpoint.has_value()) {
+    seqs.erase(seqs.begin(), std::lower_bound(seqs.begin(), seqs.end(), checkpoint->seq));
+  }
+  std::vector<std::unique_ptr<File>> files;
+  for (uint64_t seq : seqs) {
+    CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> file,
+                           fs_->OpenFile(absl::StrCat(dir, "/", JournalName(seq)), {}));
+    files.push_back(std::move(file));
+  }
+  // Rounds write only to the file the last checkpoint started. A checkpoint that failed (on a
+  // full disk, say) may leave a newer file holding only its header, which rounds never wrote:
+  // the journal ends in the last file that holds more, and only there is an invalid tail a torn
+  // write rather than damage.
+  size_t last_used = seqs.empty() ? 0 : seqs.size() - 1;
+  while (last_used > 0) {
+    CAIRN_ASSIGN_OR_RETURN(bool only_header, HoldsOnlyHeader(queue, *files[last_used]));
+    if (!only_header) break;
+    --last_used;
+  }
   uint64_t last_seq = checkpoint.has_value() ? checkpoint->seq : 0;
+  uint64_t batches_seen = 0;
+  bool checkpoint_file_valid = false;  // The file the checkpoint names has its header.
   for (size_t k = 0; k < seqs.size(); ++k) {
     const uint64_t seq = seqs[k];
-    if (checkpoint.has_value() && seq < checkpoint->seq) continue;  // Removed after checkpoint.
     const std::string path = absl::StrCat(dir, "/", JournalName(seq));
-    CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> file, fs_->OpenFile(path, {}));
+    File* file = files[k].get();
     std::array<char, kJournalHeaderBytes> head{};
     CAIRN_ASSIGN_OR_RETURN(uint64_t got, ReadAt(queue, *file, 0, std::span<char>(head)));
     absl::StatusOr<uint64_t> header_seq =
         DecodeJournalHeader(std::span<const char>(head.data(), got));
-    const bool last = k + 1 == seqs.size();
     if (!header_seq.ok() || *header_seq != seq) {
       // A journal file whose creation a crash interrupted holds nothing; anything else is damage.
       CAIRN_ASSIGN_OR_RETURN(uint64_t size, file->Size());
-      if (last && size <= kJournalHeaderBytes) continue;
+      if (k + 1 == seqs.size() && size <= kJournalHeaderBytes) continue;
       return absl::DataLossError(absl::StrCat(path, ": bad journal header"));
     }
+    checkpoint_file_valid |= checkpoint.has_value() && seq == checkpoint->seq;
     const uint64_t from =
         checkpoint.has_value() && seq == checkpoint->seq ? checkpoint->offset : kJournalHeaderBytes;
     CAIRN_ASSIGN_OR_RETURN(LogScan scan,
                            ScanLog(queue, *file, from, std::nullopt, absl::StrCat("journal ", path),
                                    [&](std::span<const char> batch, const BatchHeader& header,
                                        uint64_t) -> absl::StatusOr<bool> {
+                                     ++batches_seen;
                                      CAIRN_RETURN_IF_ERROR(ReplayBatch(batch, header));
                                      return true;
                                    },
@@ -244,9 +279,9 @@ absl::Status StoreImpl::OpenJournal() {
     // Zeros after the last batch are the padding of a direct write, or written ahead of the
     // batches (kJournalZeroAheadBytes).
     if (scan.valid_end < scan.file_size && !scan.padding_only) {
-      if (!last) {
+      if (k < last_used) {
         return absl::DataLossError(absl::StrFormat(
-            "journal %s: bytes %d..%d are not valid batches, and a later journal file follows",
+            "journal %s: bytes %d..%d are not valid batches, and the journal goes on in a later file",
             path, scan.valid_end, scan.file_size));
       }
       ++report_.torn_tails_truncated;
@@ -254,8 +289,19 @@ absl::Status StoreImpl::OpenJournal() {
     }
     last_seq = std::max(last_seq, seq);
   }
-  // Everything replayed is made durable in the segments, and the journal starts afresh.
   journal_seq_ = last_seq;
+  // Nothing to replay, and the file the checkpoint names holds nothing past its header (as a
+  // clean close leaves it): rounds go on in that file. A checkpoint here would only start a new
+  // one, which a disk with no space left refuses, and the store would not open.
+  if (checkpoint_file_valid && checkpoint->offset == kJournalHeaderBytes && batches_seen == 0) {
+    CAIRN_ASSIGN_OR_RETURN(bool only_header, HoldsOnlyHeader(queue, *files.front()));
+    if (only_header) {
+      CAIRN_RETURN_IF_ERROR(SyncDirectory(*fs_, queue, dir));
+      journal_seq_ = checkpoint->seq;
+      return UseJournalFile(checkpoint->seq, std::move(files.front()));
+    }
+  }
+  // Everything replayed is made durable in the segments, and the journal starts afresh.
   return Checkpoint();
 }
 

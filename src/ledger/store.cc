@@ -1666,11 +1666,12 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
     // queued at once (otherwise they start together, in one submission, once every part has
     // emitted its own). Tags carry a round number, so that a completion left over from an
     // earlier failure is never taken for one of this round's. `extras` are more requests that
-    // are not a part's (the journal's writes), started in the same submission as the parts'
-    // requests; their results go to `*extra_status`.
-    constexpr uint64_t kExtraTag = 0xffffffff;
+    // are not a part's (the journal's writes, zeros ahead), started in the same submission as
+    // the parts' requests; the result of extras[k] goes to (*extra_statuses)[k].
+    constexpr uint64_t kExtraTagBase = 0x80000000;
     auto run_each = [&](auto emit, std::span<const IoRequest> extras = {},
-                        absl::Status* extra_status = nullptr) {
+                        std::vector<absl::Status>* extra_statuses = nullptr) {
+      if (extra_statuses != nullptr) extra_statuses->assign(extras.size(), absl::OkStatus());
       const uint64_t round = (++io_round_ & 0xffffffff) << 32;
       size_t pending = 0;
       bool queued = false;  // enqueued, not yet submitted
@@ -1691,8 +1692,8 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
           const uint64_t tag = done[k].tag;
           if ((tag & ~uint64_t{0xffffffff}) != round) continue;  // Not from this round.
           const size_t index = tag & 0xffffffff;
-          if (index == kExtraTag && !extras.empty()) {
-            extra_status->Update(done[k].status);
+          if (index >= kExtraTagBase && index - kExtraTagBase < extras.size()) {
+            (*extra_statuses)[index - kExtraTagBase].Update(done[k].status);
           } else if (index < parts.size()) {
             parts[index].status.Update(done[k].status);
           } else {
@@ -1720,10 +1721,10 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
           if (now) submit();
         });
       }
-      for (const IoRequest& extra : extras) {
+      for (size_t k = 0; k < extras.size(); ++k) {
         if (!broken.ok()) break;
-        IoRequest request = extra;
-        request.tag = round | kExtraTag;
+        IoRequest request = extras[k];
+        request.tag = round | (kExtraTagBase + k);
         if (queue.in_flight() >= kWorkerQueueDepth) {
           submit();
           while (broken.ok() && queue.in_flight() >= kWorkerQueueDepth) reap();
@@ -1733,7 +1734,7 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
           ++pending;
           queued = true;
         } else {
-          extra_status->Update(s);
+          (*extra_statuses)[k].Update(s);
         }
       }
       submit();
@@ -1741,7 +1742,9 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
       if (!broken.ok()) {
         FailStop(broken);
         for (Part& p : parts) p.status.Update(broken);
-        if (extra_status != nullptr) extra_status->Update(broken);
+        if (extra_statuses != nullptr) {
+          for (absl::Status& status : *extra_statuses) status.Update(broken);
+        }
       }
     };
     // One request per healthy part (where make_request returns one), submitted together.
@@ -1828,6 +1831,11 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
     uint64_t journal_bytes = 0;  // Batches the round adds to the journal.
     // The journal's write of the batches, any zeros written ahead, and the segments' writebacks.
     std::vector<IoRequest> extra_requests;
+    // Of extra_requests: the journal's write, which the round needs, and its zeros ahead, which
+    // it does not (a full disk that refuses them leaves the round's own write alone).
+    std::optional<size_t> journal_write_extra;
+    std::optional<size_t> journal_zeros_extra;
+    const uint64_t journal_zeroed_before = journal_zeroed_to_;
     uint64_t journal_write_start = 0;
     if (journaled()) {
       for (const Part& p : parts) {
@@ -1855,6 +1863,7 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
         });
         std::memset(out + used, 0, size - used);
         journal_write_start = journal_position_ - head;
+        journal_write_extra = extra_requests.size();
         extra_requests.push_back(IoRequest::Write(journal_direct_file_.get(), journal_write_start,
                                                   std::span<const char>(out, size)));
         // Where appends wait for the journal's sync, the file is filled with zeros ahead of its
@@ -1867,6 +1876,7 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
         const uint64_t write_end = journal_write_start + size;
         if (segments_behind_journal() && write_end + zero_ahead / 2 > journal_zeroed_to_) {
           const uint64_t from = std::max(journal_zeroed_to_, write_end);
+          journal_zeros_extra = extra_requests.size();
           extra_requests.push_back(
               IoRequest::Write(journal_direct_file_.get(), from, ZeroBlocks(zero_ahead)));
           journal_zeroed_to_ = from + zero_ahead;
@@ -1877,6 +1887,7 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
         each_batch([&](std::span<const char> bytes) {
           journal.insert(journal.end(), bytes.begin(), bytes.end());
         });
+        journal_write_extra = extra_requests.size();
         extra_requests.push_back(
             IoRequest::Write(journal_file_.get(), journal_position_, journal));
       }
@@ -1912,7 +1923,12 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
     // metadata, where a write into allocated but unwritten blocks makes the file system record
     // them as written first (docs/storage.md). The zeros hold nothing: a failed write of them is
     // not an error, and a round's own write lands past them or fails on its own.
-    std::vector<std::pair<size_t, uint64_t>> zeroed_to;  // part, end of its zeros this round
+    struct Zeros {
+      size_t part;
+      uint64_t to;   // The end of the part's zeros this round.
+      size_t extra;  // Their write in extra_requests.
+    };
+    std::vector<Zeros> zeroed_to;
     if (segments_synced()) {
       const std::span<const char> zeros = ZeroBlocks(kSegmentZeroAheadBytes);  // never regrown
       const uint64_t limit = options_.segment_bytes & ~(kDirectIoAlignment - 1);
@@ -1932,12 +1948,12 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
                               ~(kDirectIoAlignment - 1);
         const uint64_t to = std::min(from + ahead, limit);
         if (to <= from) continue;
+        zeroed_to.push_back(Zeros{.part = i, .to = to, .extra = extra_requests.size()});
         extra_requests.push_back(
             IoRequest::Write(p.direct_file.get(), from, zeros.first(to - from)));
-        zeroed_to.emplace_back(i, to);
       }
     }
-    absl::Status extras_status;  // Of extra_requests.
+    std::vector<absl::Status> extra_statuses;  // Of extra_requests, one each.
     const auto write_start = std::chrono::steady_clock::now();
     // In async mode a big round's writes go in pieces, each started once copied (Part::Write),
     // so that the device is not idle while the worker copies. Where appends are synced, a round
@@ -1953,12 +1969,16 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
           p.Write(pieces ? kWritePieceBytes : SIZE_MAX, tag,
                   [&](const IoRequest& request) { issue(request, pieces); });
         },
-        extra_requests, &extras_status);
+        extra_requests, &extra_statuses);
+    if (journal_zeros_extra.has_value() && !extra_statuses[*journal_zeros_extra].ok()) {
+      journal_zeroed_to_ = journal_zeroed_before;  // Tried again by the next round.
+    }
+    // The segments' writeback hints (StartWriteback) may fail: a checkpoint's sync finds out.
     if (journal_bytes > 0) {
       // Every batch in the journal must also have reached its segment, or replay would bring
       // back an append that failed here (whose ids the ledger then hands out again): a failed
       // write of the journal or of any segment fails the whole round.
-      absl::Status round_failed = extras_status;
+      absl::Status round_failed = extra_statuses[*journal_write_extra];
       for (const Part& p : parts) round_failed.Update(p.status);
       if (!round_failed.ok()) {
         journal_file_->Truncate(journal_position_).IgnoreError();  // Best effort.
@@ -1967,10 +1987,10 @@ void StoreImpl::ProcessGroup(std::vector<PendingAppend>& group) {
         journal_bytes = 0;
       }
     }
-    for (const auto& [i, to] : zeroed_to) {
-      Segment& segment = parts[i].ledger->segments[parts[i].segment_index];
-      if (extras_status.ok()) {
-        segment.file_bytes = std::max(*segment.file_bytes, to);
+    for (const Zeros& z : zeroed_to) {
+      Segment& segment = parts[z.part].ledger->segments[parts[z.part].segment_index];
+      if (extra_statuses[z.extra].ok()) {
+        segment.file_bytes = std::max(*segment.file_bytes, z.to);
       } else {
         segment.file_bytes.reset();  // What the failed write left is unknown.
       }
