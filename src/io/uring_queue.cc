@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -89,6 +91,10 @@ class UringQueue final : public IoQueue {
       return absl::ResourceExhaustedError(
           absl::StrCat("I/O queue full: ", depth_, " requests in flight"));
     }
+    // A sync enqueued alone has company now: it goes to the ring, first.
+    if (lone_sync_.has_value()) {
+      CAIRN_RETURN_IF_ERROR(EnqueueInRing(*std::exchange(lone_sync_, {})));
+    }
     const auto& file = static_cast<const FdFile&>(*request.file);
     if (file.direct()) {
       // Report misaligned direct I/O in the completion, as the POSIX engine does.
@@ -104,25 +110,28 @@ class UringQueue final : public IoQueue {
       ++in_flight_;
       return absl::OkStatus();
     }
-    uint32_t index = free_.back();
-    free_.pop_back();
-    slots_[index] = Slot{request, 0};
-    if (absl::Status prepared = Prepare(index); !prepared.ok()) {
-      free_.push_back(index);
-      return prepared;
+    // A sync that is all the queue has to do runs on this thread at Submit(): the ring would
+    // hand it to one of the kernel's io_uring workers (a sync never completes inline) and wake
+    // this thread from there, two more context switches for the same wait. A group commit's
+    // round ends with one such sync; several syncs, or a sync beside other requests, still go
+    // to the ring side by side.
+    if ((request.op == IoOp::kSync || request.op == IoOp::kDataSync) && in_flight_ == 0) {
+      lone_sync_ = request;
+      ++in_flight_;
+      return absl::OkStatus();
     }
+    CAIRN_RETURN_IF_ERROR(EnqueueInRing(request));
     ++in_flight_;
-    ++unsubmitted_;
     return absl::OkStatus();
   }
 
   absl::Status Submit() override {
-    for (const IoRequest& request : deferred_) {
-      IoCompletion done = ExecutePosix(static_cast<const FdFile&>(*request.file), request);
-      done.tag = request.tag;
-      done.op = request.op;
-      ready_.push_back(std::move(done));
+    if (lone_sync_.has_value()) {
+      // Still alone: nothing else was enqueued since, and nothing was in flight before it.
+      RunHere(*std::exchange(lone_sync_, {}));
+      return absl::OkStatus();
     }
+    for (const IoRequest& request : deferred_) RunHere(request);
     deferred_.clear();
     if (unsubmitted_ == 0) return absl::OkStatus();
     CAIRN_RETURN_IF_ERROR(SubmitRing());
@@ -159,6 +168,27 @@ class UringQueue final : public IoQueue {
     IoRequest request;
     uint64_t done = 0;  // Bytes transferred so far.
   };
+
+  // Runs `request` on this thread; its completion is ready at once.
+  void RunHere(const IoRequest& request) {
+    IoCompletion done = ExecutePosix(static_cast<const FdFile&>(*request.file), request);
+    done.tag = request.tag;
+    done.op = request.op;
+    ready_.push_back(std::move(done));
+  }
+
+  // Prepares `request` in the ring (counted in unsubmitted_, not in in_flight_).
+  absl::Status EnqueueInRing(const IoRequest& request) {
+    uint32_t index = free_.back();
+    free_.pop_back();
+    slots_[index] = Slot{request, 0};
+    if (absl::Status prepared = Prepare(index); !prepared.ok()) {
+      free_.push_back(index);
+      return prepared;
+    }
+    ++unsubmitted_;
+    return absl::OkStatus();
+  }
 
   absl::Status Prepare(uint32_t index) {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
@@ -270,10 +300,11 @@ class UringQueue final : public IoQueue {
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_;
   std::deque<IoCompletion> ready_;
-  std::vector<IoRequest> deferred_;  // kSyncFileSystem requests, run at Submit().
-  size_t in_flight_ = 0;             // Enqueued and not yet reaped.
-  size_t unsubmitted_ = 0;           // Enqueued since the last Submit().
-  size_t submitted_ = 0;             // SQEs in the kernel whose CQE has not been seen.
+  std::vector<IoRequest> deferred_;     // kSyncFileSystem requests, run at Submit().
+  std::optional<IoRequest> lone_sync_;  // A sync enqueued alone, run at Submit() if still alone.
+  size_t in_flight_ = 0;                // Enqueued and not yet reaped.
+  size_t unsubmitted_ = 0;              // Enqueued since the last Submit().
+  size_t submitted_ = 0;                // SQEs in the kernel whose CQE has not been seen.
 };
 
 }  // namespace

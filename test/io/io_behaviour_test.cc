@@ -234,6 +234,52 @@ TEST_CASE("file systems: sync, allocate and truncate", "[io]") {
   CHECK(SyncDirectory(fs, **queue, t->root).ok());
 }
 
+// The io_uring engine runs a sync that is all its queue has to do on the caller's thread at
+// Submit(), and hands syncs with company to the ring: both complete with their tags, once.
+TEST_CASE("file systems: a sync alone and syncs beside other requests complete", "[io]") {
+  auto kind = GENERATE(from_range(testing::AllFileSystemKinds()));
+  auto t = MakeTestFileSystem(kind);
+  INFO("file system " << t->fs().name());
+  FileSystem& fs = t->fs();
+  auto queue = fs.NewQueue({});
+  REQUIRE(queue.ok());
+  auto file = fs.OpenFile(t->Path("s"), Create());
+  REQUIRE(file.ok());
+  REQUIRE(WriteAt(**queue, **file, 0, Pattern(8192, 4)).ok());
+  auto tags_done = [&](size_t expected) {
+    std::vector<IoCompletion> done = ReapAll(**queue);
+    std::vector<uint64_t> tags;
+    for (const IoCompletion& c : done) {
+      INFO("tag " << c.tag << ": " << c.status.ToString());
+      CHECK(c.status.ok());
+      tags.push_back(c.tag);
+    }
+    std::sort(tags.begin(), tags.end());
+    CHECK(tags.size() == expected);
+    return tags;
+  };
+  REQUIRE((*queue)->Enqueue(IoRequest::DataSync(file->get(), 1)).ok());
+  CHECK((*queue)->in_flight() == 1);
+  REQUIRE((*queue)->Submit().ok());
+  CHECK(tags_done(1) == std::vector<uint64_t>{1});
+
+  const std::string more = Pattern(4096, 5);
+  REQUIRE((*queue)->Enqueue(IoRequest::DataSync(file->get(), 2)).ok());
+  REQUIRE((*queue)->Enqueue(IoRequest::Sync(file->get(), 3)).ok());
+  REQUIRE((*queue)->Enqueue(IoRequest::Write(file->get(), 8192, more, 4)).ok());
+  REQUIRE((*queue)->Enqueue(IoRequest::SyncFileSystem(file->get(), 5)).ok());
+  CHECK((*queue)->in_flight() == 4);
+  REQUIRE((*queue)->Submit().ok());
+  CHECK(tags_done(4) == std::vector<uint64_t>{2, 3, 4, 5});
+  CHECK(testing::ReadAll(fs, t->Path("s")).substr(8192) == more);
+
+  // A sync alone, then a syncfs: the sync goes with it.
+  REQUIRE((*queue)->Enqueue(IoRequest::Sync(file->get(), 6)).ok());
+  REQUIRE((*queue)->Enqueue(IoRequest::SyncFileSystem(file->get(), 7)).ok());
+  REQUIRE((*queue)->Submit().ok());
+  CHECK(tags_done(2) == std::vector<uint64_t>{6, 7});
+}
+
 // Starting writeback is a hint: it completes with its tag, changes no byte and no size, and a
 // request with a range past the file's end is accepted as well.
 TEST_CASE("file systems: starting writeback changes nothing", "[io]") {
