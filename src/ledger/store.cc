@@ -792,6 +792,7 @@ absl::StatusOr<uint64_t> StoreImpl::CreateLedger(std::optional<uint64_t> request
         WriteMeta(*queue, dir, LedgerMeta{id, LedgerState::kOpen, false, kNoEntry}));
     return SyncDir(*fs_, *queue, ParentDirectory(dir));
   }();
+  FailStopOnIoError(status).IgnoreError();  // Returned below, annotated.
   std::lock_guard lock(mu_);
   if (!status.ok()) {
     ledgers_.erase(id);
@@ -855,8 +856,8 @@ absl::Status StoreImpl::DeleteLedger(uint64_t id) {
     }
   }
   for (const std::string& p : index_paths) index_cache_.Erase(p);
-  absl::Status removed =
-      Annotate(RemoveLedgerFiles(ledger->dir), absl::StrCat("deleting ledger ", id));
+  absl::Status removed = FailStopOnIoError(
+      Annotate(RemoveLedgerFiles(ledger->dir), absl::StrCat("deleting ledger ", id)));
   // A checkpoint that failed for lack of space is tried again by the next round.
   space_freed_.store(true, std::memory_order_relaxed);
   return removed;
@@ -1012,6 +1013,13 @@ bool StoreImpl::read_only() const {
 
 absl::Status StoreImpl::FailStopUnlessFull(absl::Status status) {
   if (!status.ok() && !absl::IsResourceExhausted(status)) FailStop(status);
+  return status;
+}
+
+absl::Status StoreImpl::FailStopOnIoError(absl::Status status) {
+  if (absl::IsInternal(status) || absl::IsUnavailable(status) || absl::IsDataLoss(status)) {
+    FailStop(status);
+  }
   return status;
 }
 

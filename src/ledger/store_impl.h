@@ -373,10 +373,14 @@ class StoreImpl final : public Store {
   absl::Status LoadTail(Segment& segment);
   bool direct_io_ = false;  // Set at open from StoreOptions::direct_io; cleared if refused.
   void FailStop(const absl::Status& cause);
-  // The status of a ledger's metadata or segment I/O outside a round (seal, fence, create,
-  // delete): an error other than a full disk leaves unknown what reached the disk, and turns
-  // the store read-only (FailStop). Call with no lock held.
+  // The status of a ledger's metadata or segment I/O outside a round (seal, fence): an error
+  // other than a full disk leaves unknown what reached the disk, and turns the store read-only
+  // (FailStop). Call with no lock held.
   absl::Status FailStopUnlessFull(absl::Status status);
+  // The same for creating and deleting a ledger, whose errors also include a directory that
+  // exists already or a permission refused: only an I/O error (kInternal, as EIO maps; a sync
+  // that failed, kUnavailable; damage, kDataLoss) turns the store read-only.
+  absl::Status FailStopOnIoError(absl::Status status);
 
   const StoreOptions options_;
   std::unique_ptr<FileSystem> owned_fs_;

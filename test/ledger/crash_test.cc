@@ -761,6 +761,45 @@ TEST_CASE("ledger crash: a seal whose sync fails turns the store read-only", "[l
   CHECK(Unwrap(writer->Seal()) == end - 1);
 }
 
+// Creating or deleting a ledger syncs its directory and its parent: a sync that fails there
+// leaves unknown whether the ledger exists after a crash, and the store turns read-only as
+// after a failed append.
+TEST_CASE("ledger crash: a create or delete whose sync fails turns the store read-only",
+          "[ledger][crash]") {
+  const bool create = GENERATE(true, false);
+  const bool journal = GENERATE(false, true);
+  INFO((create ? "create" : "delete") << ", journal " << journal);
+  const ContentSpec spec;
+  auto base = NewStoreFileSystem();
+  auto fault = NewFaultInjectionFileSystem(base.get(), FaultOptions{.seed = 7});
+  auto store = Unwrap(Store::Open(OptionsOn(*fault, kMinSegmentBytes, Durability::kSync, journal)));
+  const uint64_t a = Unwrap(store->CreateLedger());
+  const uint64_t b = Unwrap(store->CreateLedger());
+  auto writer = Unwrap(store->OpenWriter(a));
+  uint64_t end = 0;
+  AppendMany(*writer, spec, &end, 5);
+
+  fault->SetFaults(FaultOptions{.seed = 7, .sync_error_probability = 1});
+  const absl::Status failed = create ? store->CreateLedger().status() : store->DeleteLedger(b);
+  INFO(failed.ToString());
+  REQUIRE_FALSE(failed.ok());
+  CHECK(fault->stats().injected_sync_errors > 0);
+  CHECK(store->read_only());
+  fault->ClearFaults();
+  CHECK(absl::IsUnavailable(store->CreateLedger().status()));
+  CHECK(CheckRecovered(*store, a, spec, end, end) == end);
+
+  // After a restart the store takes appends again, with everything acknowledged.
+  writer.reset();
+  store.reset();
+  store = Unwrap(Store::Open(OptionsOn(*fault, kMinSegmentBytes, Durability::kSync, journal)));
+  CHECK_FALSE(store->read_only());
+  CHECK(CheckRecovered(*store, a, spec, end, end) == end);
+  writer = Unwrap(store->OpenWriter(a));
+  AppendMany(*writer, spec, &end, 1);
+  CHECK(CheckRecovered(*store, a, spec, end, end) == end);
+}
+
 // Every acknowledged append, as (ledger, first id, last id); filled from the store's threads.
 class AckedAppends {
  public:
