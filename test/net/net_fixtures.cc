@@ -275,6 +275,9 @@ int Daemon::WaitExit() {
   pid_ = 0;
   INFO(Log());
   REQUIRE(WIFEXITED(status));
+  // The caller checks the status; when it is not 0 (66: ThreadSanitizer found a race), what the
+  // daemon printed goes with that check's failure.
+  if (WEXITSTATUS(status) != 0) UNSCOPED_INFO(Log());
   return WEXITSTATUS(status);
 }
 
