@@ -149,6 +149,7 @@ struct Service : public kj::TaskSet::ErrorHandler, public std::enable_shared_fro
   AppendGate gate;
   kj::TaskSet tasks;  // send completions, which outlive the calls that started them
   uint64_t sends_in_flight = 0;
+  bool persisting = false;  // a tick's PersistAll runs on the blocking pool
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> idle_waiters;
   std::map<std::string, std::deque<RateSample>> rates;  // by topic
 
@@ -867,12 +868,14 @@ struct ProxyServer::Impl {
         if (samples.size() > kRateSamples) samples.pop_front();
       }
       service.rates = std::move(rates);
-      if (!persisting) {
-        persisting = true;
+      if (!service.persisting) {
+        service.persisting = true;
+        // The service's own task set runs the continuation, so it refers to the service only:
+        // capabilities may keep the service alive after this server is gone.
         service.tasks.add(RunBlocking(service.blocking, [&broker = service.broker]() {
                             broker.PersistAll();
                             return true;
-                          }).then([this](bool) { persisting = false; }));
+                          }).then([&service = service](bool) { service.persisting = false; }));
       }
       return Tick(timer);
     });
@@ -881,7 +884,6 @@ struct ProxyServer::Impl {
   std::shared_ptr<Service> service_ptr;
   Service& service;
   internal::ConnectionSet connections;
-  bool persisting = false;
   kj::Maybe<kj::Promise<void>> ticker;
 };
 
