@@ -31,27 +31,28 @@
 #include <atomic>
 #include <cstdint>
 
+#include "absl/base/thread_annotations.h"
 #include "src/util/one_shot_event.h"
 
 namespace cairn::internal {
 
-class ShortLock {
+class ABSL_LOCKABLE ShortLock {
  public:
   ShortLock() = default;
   ShortLock(const ShortLock&) = delete;
   ShortLock& operator=(const ShortLock&) = delete;
 
-  void lock() {
+  void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
     if (state_.exchange(1, std::memory_order_acquire) == 0) return;
     LockContended();
   }
 
-  bool try_lock() {
+  bool try_lock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
     return state_.load(std::memory_order_relaxed) == 0 &&
            state_.exchange(1, std::memory_order_acquire) == 0;
   }
 
-  void unlock() {
+  void unlock() ABSL_UNLOCK_FUNCTION() {
     state_.store(0, std::memory_order_release);
     if (sleepers_.load(std::memory_order_relaxed) != 0) FutexWakeOne(state_);
   }
@@ -73,7 +74,7 @@ class ShortLock {
 #endif
   }
 
-  void LockContended() {
+  void LockContended() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
     for (;;) {
       for (int yield = 0; yield <= kYields; ++yield) {
         for (int spin = 0; spin < kSpins; ++spin) {
