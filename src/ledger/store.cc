@@ -340,7 +340,7 @@ absl::Status StoreImpl::RecoverLedgers(const std::vector<std::pair<std::string, 
   return absl::OkStatus();
 }
 
-absl::Status StoreImpl::RemoveLedgerFiles(const std::string& dir, IoQueue* given) {
+absl::Status StoreImpl::RemoveLedgerFiles(uint64_t id, const std::string& dir, IoQueue* given) {
   std::unique_ptr<IoQueue> own;
   if (given == nullptr) {
     CAIRN_ASSIGN_OR_RETURN(own, NewQueue());
@@ -357,7 +357,7 @@ absl::Status StoreImpl::RemoveLedgerFiles(const std::string& dir, IoQueue* given
     if (name == "meta") continue;
     const std::string path = Join(dir, name);
     if (ParseHexName(name, ".seg").has_value()) {
-      CAIRN_ASSIGN_OR_RETURN(bool recycled, Recycle(path, DataDirOf(dir)));
+      CAIRN_ASSIGN_OR_RETURN(bool recycled, Recycle(path, id, DataDirOf(dir)));
       recycled_any |= recycled;
       if (recycled) continue;
     }
@@ -384,21 +384,37 @@ absl::Status StoreImpl::OpenRecyclePool(IoQueue& queue, const std::string& data_
   }
   CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, fs_->ListDirectory(pool));
   std::lock_guard lock(recycle_mu_);
-  std::vector<std::string>& files = recycled_[data_dir];
+  std::vector<PooledSegment>& files = recycled_[data_dir];
   for (const std::string& name : names) {
-    std::optional<uint64_t> n = ParseHexName(name, ".seg");
-    if (n.has_value() && files.size() < options_.max_recycled_segments) {
-      files.push_back(Join(pool, name));
-      next_recycle_name_ = std::max(next_recycle_name_, *n + 1);
+    std::optional<PooledSegment> pooled = ParsePooledName(pool, name);
+    if (pooled.has_value() && files.size() < options_.max_recycled_segments) {
+      next_recycle_name_ = std::max(next_recycle_name_, pooled->number + 1);
+      files.push_back(std::move(*pooled));
     } else {
-      // Over the limit (it was lowered), or not ours to keep.
+      // Over the limit (it was lowered), not ours to keep, or pooled without the id of the
+      // ledger that wrote it, which reuse needs to know (see TakeRecycled).
       CAIRN_RETURN_IF_ERROR(fs_->RemoveFile(Join(pool, name)));
     }
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> StoreImpl::Recycle(const std::string& path, const std::string& data_dir) {
+std::string StoreImpl::PooledName(uint64_t number, uint64_t ledger_id) {
+  return HexId(number) + "." + SegmentName(ledger_id);
+}
+
+std::optional<StoreImpl::PooledSegment> StoreImpl::ParsePooledName(const std::string& pool,
+                                                                   std::string_view name) {
+  constexpr size_t kHexDigits = 16;
+  if (name.size() <= kHexDigits + 1) return std::nullopt;
+  const std::optional<uint64_t> number = ParseHexName(name.substr(0, kHexDigits + 1), ".");
+  const std::optional<uint64_t> ledger_id = ParseHexName(name.substr(kHexDigits + 1), ".seg");
+  if (!number.has_value() || !ledger_id.has_value()) return std::nullopt;
+  return PooledSegment{Join(pool, name), *number, *ledger_id};
+}
+
+absl::StatusOr<bool> StoreImpl::Recycle(const std::string& path, uint64_t ledger_id,
+                                        const std::string& data_dir) {
   if (options_.max_recycled_segments == 0) return false;
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> file, fs_->OpenFile(path, {}));
   CAIRN_ASSIGN_OR_RETURN(uint64_t size, file->Size());
@@ -406,21 +422,30 @@ absl::StatusOr<bool> StoreImpl::Recycle(const std::string& path, const std::stri
   // A small file saves little: only (nearly) full segments are kept.
   if (size < options_.segment_bytes / 2) return false;
   std::lock_guard lock(recycle_mu_);
-  std::vector<std::string>& files = recycled_[data_dir];
+  std::vector<PooledSegment>& files = recycled_[data_dir];
   if (files.size() >= options_.max_recycled_segments) return false;
-  const std::string pooled = Join(RecycleDir(data_dir), SegmentName(next_recycle_name_++));
-  CAIRN_RETURN_IF_ERROR(fs_->RenameFile(path, pooled));
-  files.push_back(pooled);
+  const uint64_t number = next_recycle_name_++;
+  PooledSegment pooled{Join(RecycleDir(data_dir), PooledName(number, ledger_id)), number,
+                       ledger_id};
+  CAIRN_RETURN_IF_ERROR(fs_->RenameFile(path, pooled.path));
+  files.push_back(std::move(pooled));
   return true;
 }
 
-std::optional<std::string> StoreImpl::TakeRecycled(const std::string& ledger_dir) {
+std::optional<std::string> StoreImpl::TakeRecycled(const std::string& ledger_dir,
+                                                   uint64_t ledger_id) {
   std::lock_guard lock(recycle_mu_);
   auto it = recycled_.find(DataDirOf(ledger_dir));
-  if (it == recycled_.end() || it->second.empty()) return std::nullopt;
-  std::string path = std::move(it->second.back());
-  it->second.pop_back();
-  return path;
+  if (it == recycled_.end()) return std::nullopt;
+  std::vector<PooledSegment>& files = it->second;
+  // Only a file last written by a lower ledger id (see PooledSegment): the newest such first.
+  for (size_t i = files.size(); i-- > 0;) {
+    if (files[i].ledger_id >= ledger_id) continue;
+    std::string path = std::move(files[i].path);
+    files.erase(files.begin() + static_cast<ptrdiff_t>(i));
+    return path;
+  }
+  return std::nullopt;
 }
 
 absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id, IoQueue& queue,
@@ -429,7 +454,7 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id, IoQue
   CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, fs_->ListDirectory(dir));
   if (std::find(names.begin(), names.end(), "meta") == names.end()) {
     // A create or delete that a crash interrupted: nothing in it was ever acknowledged.
-    CAIRN_RETURN_IF_ERROR(RemoveLedgerFiles(dir, &queue));
+    CAIRN_RETURN_IF_ERROR(RemoveLedgerFiles(id, dir, &queue));
     ++report.incomplete_ledgers_removed;
     return absl::OkStatus();
   }
@@ -857,7 +882,7 @@ absl::Status StoreImpl::DeleteLedger(uint64_t id) {
   }
   for (const std::string& p : index_paths) index_cache_.Erase(p);
   absl::Status removed = FailStopOnIoError(
-      Annotate(RemoveLedgerFiles(ledger->dir), absl::StrCat("deleting ledger ", id)));
+      Annotate(RemoveLedgerFiles(id, ledger->dir), absl::StrCat("deleting ledger ", id)));
   // A checkpoint that failed for lack of space is tried again by the next round.
   space_freed_.store(true, std::memory_order_relaxed);
   return removed;
@@ -1079,7 +1104,7 @@ absl::Status StoreImpl::CreateSegment(IoQueue& queue, Ledger& ledger, uint64_t b
   segment.path = Join(ledger.dir, SegmentName(base_entry_id));
   segment.max_timestamp_us =
       ledger.segments.empty() ? INT64_MIN : ledger.segments.back().max_timestamp_us;
-  const std::optional<std::string> recycled = TakeRecycled(ledger.dir);
+  const std::optional<std::string> recycled = TakeRecycled(ledger.dir, ledger.id);
   // Without a journal, segment files are allocated, or filled with zeros, ahead of the writes
   // (see ProcessGroup), unless a recycled file is big already.
   const uint64_t flags =

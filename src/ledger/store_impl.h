@@ -306,20 +306,41 @@ class StoreImpl final : public Store {
   // One ledger: its counts go to `report`.
   absl::Status RecoverLedger(const std::string& dir, uint64_t id, IoQueue& queue,
                              RecoveryReport& report);
+  // Removes ledger `id`'s directory `dir`, its full segment files going to the recycle pool.
   // With `queue` null, on a queue of its own.
-  absl::Status RemoveLedgerFiles(const std::string& dir, IoQueue* queue = nullptr);
-  // Recycled segment files, per data directory: `<data dir>/recycle/<n>`. Deletes put
-  // full-size segment files here; new segments take them (see StoreOptions).
+  absl::Status RemoveLedgerFiles(uint64_t id, const std::string& dir, IoQueue* queue = nullptr);
+  // Recycled segment files, per data directory: `<data dir>/recycle/<n>.<ledger id>.seg`, each
+  // named with the id of the ledger whose segment it last was. Deletes put full-size segment
+  // files here; new segments take them (see StoreOptions).
+  //
+  // A reused file keeps its old bytes past what the new segment has written, and recovery tells
+  // a segment's batches from them only by checksum, ledger id and entry id. So a file goes only
+  // to a ledger whose id is higher than that of the ledger that wrote it last. By induction every
+  // segment file holds batches of its own ledger and of lower ids only, and batches of its own
+  // ledger only from its current incarnation: a ledger deleted and created again under the same
+  // id (CreateLedger(id)) can never meet its old batches, which would otherwise continue its
+  // entry ids at the same positions and be served as its own after a crash.
+  struct PooledSegment {
+    std::string path;
+    uint64_t number = 0;     // <n>: unique in the pool.
+    uint64_t ledger_id = 0;  // The ledger it was last a segment of.
+  };
   static std::string RecycleDir(const std::string& data_dir);
+  static std::string PooledName(uint64_t number, uint64_t ledger_id);
+  // nullopt for a name of another form (an older pool's `<n>.seg` among them: not kept).
+  static std::optional<PooledSegment> ParsePooledName(const std::string& pool,
+                                                      std::string_view name);
   std::string DataDirOf(const std::string& ledger_dir) const;
   absl::Status OpenRecyclePool(IoQueue& queue, const std::string& data_dir);
-  // Moves `path` into its data directory's pool if there is room and it is worth keeping;
-  // returns false if the caller should remove it.
-  absl::StatusOr<bool> Recycle(const std::string& path, const std::string& data_dir);
-  // A pooled file for a new segment of `ledger_dir`, if any (removed from the pool).
-  std::optional<std::string> TakeRecycled(const std::string& ledger_dir);
+  // Moves `path`, a segment of ledger `ledger_id`, into its data directory's pool if there is
+  // room and it is worth keeping; returns false if the caller should remove it.
+  absl::StatusOr<bool> Recycle(const std::string& path, uint64_t ledger_id,
+                               const std::string& data_dir);
+  // A pooled file for a new segment of ledger `ledger_id` in `ledger_dir`, if the pool has one
+  // last written by a lower ledger id (removed from the pool).
+  std::optional<std::string> TakeRecycled(const std::string& ledger_dir, uint64_t ledger_id);
   std::mutex recycle_mu_;
-  std::map<std::string, std::vector<std::string>> recycled_;  // By data dir: pooled paths.
+  std::map<std::string, std::vector<PooledSegment>> recycled_;  // By data dir.
   uint64_t next_recycle_name_ = 0;
   // Writes `meta` to `ledger_dir`/meta atomically and durably.
   absl::Status WriteMeta(IoQueue& queue, const std::string& ledger_dir, const LedgerMeta& meta);

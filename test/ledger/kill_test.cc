@@ -7,7 +7,11 @@
 // The child is forked from the test process before any store or thread exists in it, so it may
 // use the library like any fresh process. It reports each acknowledged append to the parent as
 // one line, "A <ledger id> <last entry id>", written with a single write(2) on a pipe; "R" once
-// its store is open; "E <message>" before exiting on an error.
+// its store is open; "E <message>" before exiting on an error. Now and then it deletes a ledger
+// and creates it again under the same id ("X <ledger id>" before, "D <ledger id>" once the new
+// one is open): the new incarnation's segments must never serve the old one's batches, which
+// carry the same ledger id and entry ids (so the check below bounds the last-add-confirmed from
+// above as well as from below).
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -154,6 +158,25 @@ bool WriteLine(int fd, const std::string& line) {
                            "\n")) {
       _exit(3);
     }
+    // Once it has a few full segments (their files go to the recycle pool), now and then: the
+    // ledger is deleted and created again under its id.
+    if (rng() % 32 == 0) {
+      absl::StatusOr<LedgerInfo> info = store.GetLedgerInfo(ids[i]);
+      if (!info.ok()) Die(fd, "ledger info: " + info.status().ToString());
+      if (info->segment_count < 3) continue;
+      if (!WriteLine(fd, "X " + std::to_string(ids[i]) + "\n")) _exit(3);
+      writers[i].reset();
+      if (absl::Status deleted = store.DeleteLedger(ids[i]); !deleted.ok()) {
+        Die(fd, "delete: " + deleted.ToString());
+      }
+      absl::StatusOr<uint64_t> created = store.CreateLedger(ids[i]);
+      if (!created.ok()) Die(fd, "create again: " + created.status().ToString());
+      absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = store.OpenWriter(ids[i]);
+      if (!writer.ok()) Die(fd, "open writer again: " + writer.status().ToString());
+      writers[i] = std::move(*writer);
+      next[i] = 0;
+      if (!WriteLine(fd, "D " + std::to_string(ids[i]) + "\n")) _exit(3);
+    }
   }
   _exit(0);
 }
@@ -167,22 +190,38 @@ struct ChildReport {
   std::vector<std::string> errors;  // From the child, or about what it wrote.
 };
 
-// Takes one line from the child. `acked`: the highest acknowledged id of each ledger, over all
-// children so far.
-void TakeLine(const std::string& line, std::map<uint64_t, uint64_t>& acked, ChildReport& report) {
+// What the children's lines allow a reopened store to hold, over all children so far.
+struct Model {
+  // The highest acknowledged id of each ledger: a lower bound on its last-add-confirmed.
+  std::map<uint64_t, uint64_t> acked;
+  // An upper bound on each ledger's entry count: one append of at most kMaxCount entries may be
+  // in flight past its last acknowledged one. A ledger not listed holds at most kMaxCount.
+  std::map<uint64_t, uint64_t> most;
+  static constexpr uint64_t kMaxCount = 8;  // Entries per append (RunChild).
+};
+
+// Takes one line from the child.
+void TakeLine(const std::string& line, Model& model, ChildReport& report) {
   uint64_t ledger, last;
   if (line == "R") {
     report.ready = true;
   } else if (line.rfind("E ", 0) == 0) {
     report.errors.push_back(line.substr(2));
   } else if (std::sscanf(line.c_str(), "A %" SCNu64 " %" SCNu64, &ledger, &last) == 2) {
-    auto [it, inserted] = acked.emplace(ledger, last);
+    auto [it, inserted] = model.acked.emplace(ledger, last);
     if (!inserted) {
-      // Acknowledged ids of a ledger only grow, across children too.
+      // Acknowledged ids of a ledger only grow, across children too (within an incarnation).
       if (last <= it->second) report.errors.push_back("acknowledged again: " + line);
       it->second = std::max(it->second, last);
     }
+    model.most[ledger] = last + 1 + Model::kMaxCount;
     ++report.acks;
+  } else if (std::sscanf(line.c_str(), "X %" SCNu64, &ledger) == 1) {
+    // Being deleted: it may be gone, or still the old one (the old upper bound holds), or new.
+    model.acked.erase(ledger);
+  } else if (std::sscanf(line.c_str(), "D %" SCNu64, &ledger) == 1) {
+    model.most[ledger] = Model::kMaxCount;  // New, and open for appends.
+    testing::CountFigure("ledgers_created_again");
   } else {
     report.errors.push_back("unexpected line: " + line);
   }
@@ -199,7 +238,7 @@ class ChildPipe {
   bool eof() const { return eof_; }
 
   // Waits up to `timeout` for output and takes every complete line.
-  void Poll(Clock::duration timeout, std::map<uint64_t, uint64_t>& acked, ChildReport& report) {
+  void Poll(Clock::duration timeout, Model& acked, ChildReport& report) {
     pollfd p{fd_, POLLIN, 0};
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count();
     if (poll(&p, 1, static_cast<int>(std::max<int64_t>(ms, 0))) <= 0) return;
@@ -228,13 +267,22 @@ class ChildPipe {
 
 // Opens the store as the next process would and checks every ledger: each acknowledged entry is
 // there, and every entry served is the one appended at its id.
-void CheckStore(const std::string& dir, bool journal, const std::map<uint64_t, uint64_t>& acked,
+void CheckStore(const std::string& dir, bool journal, const Model& model,
                 bool killed_while_appending) {
   std::unique_ptr<Store> store = Unwrap(Store::Open(OptionsFor(dir, journal)));
   if (killed_while_appending) CHECK_FALSE(store->recovery_report().clean_shutdown);
   const std::vector<uint64_t> ids = store->ListLedgers();
   CHECK(ids.size() <= kLedgers);
-  for (const auto& [ledger, last] : acked) {
+  for (uint64_t ledger : ids) {
+    // Never more than was appended: no batch of a deleted incarnation served as this one's.
+    const uint64_t lac = Unwrap(store->GetLedgerInfo(ledger)).last_add_confirmed;
+    const auto most = model.most.find(ledger);
+    const uint64_t limit = most == model.most.end() ? Model::kMaxCount : most->second;
+    INFO("ledger " << ledger << ": last-add-confirmed " << lac << ", at most " << limit
+                   << " entries appended");
+    if (lac != kNoEntry) REQUIRE(lac < limit);
+  }
+  for (const auto& [ledger, last] : model.acked) {
     INFO("ledger " << ledger << " acknowledged up to " << last);
     REQUIRE(std::find(ids.begin(), ids.end(), ledger) != ids.end());
     const uint64_t lac = Unwrap(store->GetLedgerInfo(ledger)).last_add_confirmed;
@@ -284,7 +332,7 @@ void RunKillCycles(int cycles, bool journal) {
   const uint64_t seed = testing::TestSeed();
   std::mt19937_64 rng(seed);
   testing::TempDir dir;
-  std::map<uint64_t, uint64_t> acked;
+  Model acked;
   for (int cycle = 0; cycle < cycles; ++cycle) {
     INFO("cycle " << cycle);
     int fds[2];
