@@ -1,7 +1,10 @@
 // Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
 //
-// The ledger store's internals, shared by store.cc (open, recovery, metadata, the I/O worker)
-// and ledger_io.cc (writers and readers).
+// The ledger store's internals, shared by the files that implement it: store.cc (the front:
+// ledgers, writers and readers opened, closing, fail-stop), recovery.cc (opening), segment_files.cc
+// (segment files and the small files beside them), group_commit.cc (the worker and its rounds),
+// journal.cc (the journal: per-round write, checkpoint, replay) and ledger_io.cc (writers and
+// readers).
 //
 // Threads: callers (writers, readers, admin calls) and one I/O worker per store. The worker owns
 // the write path: it takes groups of appends off a queue, writes each ledger's share as one
@@ -34,7 +37,9 @@
 
 #include "cairn/store.h"
 #include "src/format/batch_format.h"
+#include "src/ledger/buffers.h"
 #include "src/ledger/disk_format.h"
+#include "src/ledger/index_cache.h"
 
 namespace cairn::internal {
 
@@ -103,117 +108,6 @@ struct Ledger {
 
 class WriterImpl;
 
-// A buffer aligned for direct I/O. Movable, not copyable.
-class AlignedBuffer {
- public:
-  AlignedBuffer() = default;
-  ~AlignedBuffer() { std::free(data_); }
-  AlignedBuffer(AlignedBuffer&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), capacity_(std::exchange(other.capacity_, 0)) {}
-  AlignedBuffer& operator=(AlignedBuffer&& other) noexcept {
-    std::swap(data_, other.data_);
-    std::swap(capacity_, other.capacity_);
-    return *this;
-  }
-  // At least `bytes` of aligned memory (contents unspecified).
-  char* Reserve(size_t bytes) {
-    if (bytes > capacity_) {
-      std::free(data_);
-      capacity_ = (bytes + kDirectIoAlignment - 1) / kDirectIoAlignment * kDirectIoAlignment;
-      data_ = static_cast<char*>(std::aligned_alloc(kDirectIoAlignment, capacity_));
-      if (data_ == nullptr) std::abort();  // Out of memory.
-    }
-    return data_;
-  }
-  // At least `bytes` of aligned memory whose first `keep` bytes are those of before; grows
-  // geometrically, so that filling a buffer by appends copies each byte O(1) times.
-  char* Grow(size_t bytes, size_t keep) {
-    if (bytes <= capacity_) return data_;
-    const size_t capacity =
-        (std::max(bytes, 2 * capacity_) + kDirectIoAlignment - 1) / kDirectIoAlignment *
-        kDirectIoAlignment;
-    char* grown = static_cast<char*>(std::aligned_alloc(kDirectIoAlignment, capacity));
-    if (grown == nullptr) std::abort();  // Out of memory.
-    if (keep > 0) std::memcpy(grown, data_, keep);
-    std::free(data_);
-    data_ = grown;
-    capacity_ = capacity;
-    return data_;
-  }
-  char* data() const { return data_; }
-  size_t capacity() const { return capacity_; }
-
- private:
-  char* data_ = nullptr;
-  size_t capacity_ = 0;
-};
-
-// Buffers the worker reuses from round to round: allocating megabytes afresh for every round
-// costs page faults on every round. Keeps at most `budget_bytes` of spare capacity.
-class BufferPool {
- public:
-  explicit BufferPool(uint64_t budget_bytes) : budget_bytes_(budget_bytes) {}
-  std::vector<char> Take() {
-    if (buffers_.empty()) return {};
-    std::vector<char> b = std::move(buffers_.back());
-    buffers_.pop_back();
-    spare_bytes_ -= b.capacity();
-    return b;
-  }
-  void Give(std::vector<char> b) {
-    b.clear();
-    if (b.capacity() == 0 || spare_bytes_ + b.capacity() > budget_bytes_) return;
-    spare_bytes_ += b.capacity();
-    buffers_.push_back(std::move(b));
-  }
-  AlignedBuffer TakeAligned() {
-    if (aligned_.empty()) return {};
-    AlignedBuffer b = std::move(aligned_.back());
-    aligned_.pop_back();
-    spare_bytes_ -= b.capacity();
-    return b;
-  }
-  void GiveAligned(AlignedBuffer b) {
-    if (b.capacity() == 0 || spare_bytes_ + b.capacity() > budget_bytes_) return;
-    spare_bytes_ += b.capacity();
-    aligned_.push_back(std::move(b));
-  }
-
- private:
-  const uint64_t budget_bytes_;
-  uint64_t spare_bytes_ = 0;
-  std::vector<std::vector<char>> buffers_;
-  std::vector<AlignedBuffer> aligned_;
-};
-
-// The buffers appends copy their batches into, handed back once the round that wrote them has
-// answered them. An appender takes one for every append, and the worker gives it back: without
-// reuse, every append allocated a buffer the size of its batch and another thread freed it, and
-// malloc's search through the freed chunks took about 6% of the proxy's event loop (perf record,
-// 128 KiB batches). A BufferPool behind a lock: at most `budget_bytes` of spare capacity.
-class AppendBufferPool {
- public:
-  explicit AppendBufferPool(uint64_t budget_bytes) : pool_(budget_bytes) {}
-  // A buffer holding `bytes`.
-  std::vector<char> Take(std::span<const char> bytes) {
-    std::vector<char> b;
-    {
-      std::lock_guard lock(mu_);
-      b = pool_.Take();
-    }
-    b.assign(bytes.begin(), bytes.end());
-    return b;
-  }
-  void Give(std::vector<char> b) {
-    std::lock_guard lock(mu_);
-    pool_.Give(std::move(b));
-  }
-
- private:
-  std::mutex mu_;
-  BufferPool pool_;  // guarded by mu_
-};
-
 // An append on its way through the worker.
 struct PendingAppend {
   std::shared_ptr<Ledger> ledger;
@@ -231,24 +125,6 @@ struct PendingAppend {
   // A blocking append's futex bits on StoreImpl::answers(): its thread sleeps on them, and the
   // round that answers it wakes them (see StoreImpl::Enqueue). Never 0 once enqueued.
   uint32_t wake_bits = 0;
-};
-
-// Sealed segments' indexes, loaded on demand, least recently used evicted first.
-class IndexCache {
- public:
-  explicit IndexCache(uint64_t capacity_bytes) : capacity_bytes_(capacity_bytes) {}
-  using Index = std::shared_ptr<const std::vector<IndexRecord>>;
-  Index Get(const std::string& path);
-  void Put(const std::string& path, Index index);
-  void Erase(const std::string& path);
-  uint64_t bytes() const;
-
- private:
-  mutable std::mutex mu_;
-  const uint64_t capacity_bytes_;
-  uint64_t bytes_ = 0;
-  std::list<std::pair<std::string, Index>> lru_;  // Front: most recent.
-  std::map<std::string, std::list<std::pair<std::string, Index>>::iterator> by_path_;
 };
 
 class StoreImpl final : public Store {
