@@ -126,4 +126,22 @@ class AppendBufferPool {
   BufferPool pool_;  // guarded by mu_
 };
 
+// Zeros in aligned memory, for writes of zeros ahead of a file's data. Grows on demand.
+class ZeroBlocks {
+ public:
+  // `bytes` of zeros, valid until the next call that asks for more.
+  std::span<const char> Get(size_t bytes) {
+    if (bytes > bytes_) {
+      char* zeros = blocks_.Reserve(bytes);
+      std::memset(zeros, 0, bytes);
+      bytes_ = bytes;
+    }
+    return std::span<const char>(blocks_.data(), bytes);
+  }
+
+ private:
+  AlignedBuffer blocks_;
+  size_t bytes_ = 0;
+};
+
 }  // namespace cairn::internal

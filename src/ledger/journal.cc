@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "src/ledger/journal.h"
 #include "src/ledger/segment_scan.h"
 #include "src/ledger/store_impl.h"
 #include "src/util/status_macros.h"
@@ -67,23 +68,9 @@ absl::Status StoreImpl::UseJournalFile(uint64_t seq, std::unique_ptr<File> file)
       return opened.status();
     }  // else: O_DIRECT refused (tmpfs): the journal goes through the page cache.
   }
-  const std::string header = EncodeJournalHeader(seq);
-  journal_file_ = std::move(file);
-  journal_direct_file_ = std::move(direct_file);
-  journal_tail_.assign(header.begin(), header.end());
-  journal_zeroed_to_ = header.size();
+  journal_.Use(std::move(file), std::move(direct_file), EncodeJournalHeader(seq));
   journal_seq_ = seq;
-  journal_position_ = kJournalHeaderBytes;
   return absl::OkStatus();
-}
-
-std::span<const char> StoreImpl::ZeroBlocks(size_t bytes) {
-  if (bytes > zero_blocks_bytes_) {
-    char* zeros = zero_blocks_.Reserve(bytes);
-    std::memset(zeros, 0, bytes);
-    zero_blocks_bytes_ = bytes;
-  }
-  return std::span<const char>(zero_blocks_.data(), bytes);
 }
 
 absl::Status StoreImpl::Checkpoint() {
@@ -130,7 +117,7 @@ absl::Status StoreImpl::Checkpoint() {
 
 void StoreImpl::CheckpointFailed(const absl::Status& status) {
   const absl::Status annotated = Annotate(status, "journal checkpoint");
-  if (!absl::IsResourceExhausted(status)) {
+  if (DecideFailure(FailedStep::kCheckpoint, status) == FailureAction::kFailStop) {
     FailStop(annotated);
     return;
   }
@@ -303,6 +290,71 @@ absl::Status StoreImpl::OpenJournal() {
   }
   // Everything replayed is made durable in the segments, and the journal starts afresh.
   return Checkpoint();
+}
+
+// --- JournalWriter -------------------------------------------------------------------------------
+
+void JournalWriter::Use(std::unique_ptr<File> file, std::unique_ptr<File> direct,
+                        std::string_view header) {
+  file_ = std::move(file);
+  direct_ = std::move(direct);
+  tail_.assign(header.begin(), header.end());
+  zeroed_to_ = header.size();
+  position_ = header.size();
+  round_bytes_ = 0;
+}
+
+JournalWriter::RoundWrite JournalWriter::Prepare(std::span<const std::span<const char>> batches,
+                                                 uint64_t zero_ahead_bytes) {
+  RoundWrite round;
+  for (std::span<const char> batch : batches) round.bytes += batch.size();
+  round_bytes_ = round.bytes;
+  zeroed_before_ = zeroed_to_;
+  if (direct_ == nullptr) {
+    buffer_.clear();
+    for (std::span<const char> batch : batches) buffer_.insert(buffer_.end(), batch.begin(), batch.end());
+    write_start_ = position_;
+    round.write = IoRequest::Write(file_.get(), position_, buffer_);
+    return round;
+  }
+  const size_t head = tail_.size();
+  const size_t size =
+      (head + round.bytes + kDirectIoAlignment - 1) / kDirectIoAlignment * kDirectIoAlignment;
+  char* out = aligned_.Reserve(size);
+  std::memcpy(out, tail_.data(), head);
+  size_t used = head;
+  for (std::span<const char> batch : batches) {
+    std::memcpy(out + used, batch.data(), batch.size());
+    used += batch.size();
+  }
+  std::memset(out + used, 0, size - used);
+  write_start_ = position_ - head;
+  round.write = IoRequest::Write(direct_.get(), write_start_, std::span<const char>(out, size));
+  const uint64_t write_end = write_start_ + size;
+  if (zero_ahead_bytes > 0 && write_end + zero_ahead_bytes / 2 > zeroed_to_) {
+    const uint64_t from = std::max(zeroed_to_, write_end);
+    round.zeros = IoRequest::Write(direct_.get(), from, zeros_.Get(zero_ahead_bytes));
+    zeroed_to_ = from + zero_ahead_bytes;
+  }
+  return round;
+}
+
+void JournalWriter::Finish(bool written, bool zeros_written) {
+  if (!zeros_written) zeroed_to_ = zeroed_before_;  // Tried again by the next round.
+  if (!written) {
+    file_->Truncate(position_).IgnoreError();  // Best effort (see the declaration).
+    zeroed_to_ = position_;
+    round_bytes_ = 0;
+    return;
+  }
+  position_ += round_bytes_;
+  if (direct_ != nullptr) {
+    // Keep the new partial last block for the next direct write.
+    const uint64_t tail_start = position_ & ~(kDirectIoAlignment - 1);
+    tail_.assign(aligned_.data() + (tail_start - write_start_),
+                 aligned_.data() + (position_ - write_start_));
+  }
+  round_bytes_ = 0;
 }
 
 }  // namespace cairn::internal

@@ -57,6 +57,7 @@ absl::Status StoreImpl::OpenStore() {
     fs_ = owned_fs_.get();
   }
   CAIRN_ASSIGN_OR_RETURN(worker_queue_, fs_->NewQueue(IoQueueOptions{.depth = kWorkerQueueDepth}));
+  round_io_ = std::make_unique<RoundIo>(*worker_queue_, kWorkerQueueDepth);
   report_.clean_shutdown = true;
   direct_io_ = options_.direct_io;
   for (const std::string& dir : options_.data_dirs) CAIRN_RETURN_IF_ERROR(OpenDataDir(dir));

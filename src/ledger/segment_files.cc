@@ -200,7 +200,8 @@ absl::Status StoreImpl::CreateSegment(IoQueue& queue, Ledger& ledger, uint64_t b
       ledger.segments.empty() ? INT64_MIN : ledger.segments.back().max_timestamp_us;
   const std::optional<std::string> recycled = TakeRecycled(ledger.dir, ledger.id);
   // Without a journal, segment files are allocated, or filled with zeros, ahead of the writes
-  // (see ProcessGroup), unless a recycled file is big already.
+  // (AllocateAhead and PrepareSegmentZeros in group_commit.cc), unless a recycled file is big
+  // already.
   const uint64_t flags =
       (options_.durability == Durability::kAsync && !journaled() ? kSegmentUnsyncedAppends : 0) |
       (recycled.has_value() ? kSegmentRecycled : 0) |

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "src/format/batch_format.h"
+#include "src/ledger/failure_policy.h"
 #include "src/ledger/ledger_io.h"
 #include "src/ledger/segment_scan.h"
 #include "src/ledger/store_files.h"
@@ -122,6 +123,7 @@ absl::Status StoreImpl::Close() {
   }
   StopRemover();
   ledgers_.clear();
+  round_io_.reset();
   worker_queue_.reset();
   locks_.clear();
   return status;
@@ -248,7 +250,7 @@ absl::StatusOr<uint64_t> StoreImpl::CreateLedger(std::optional<uint64_t> request
         WriteMeta(*queue, dir, LedgerMeta{id, LedgerState::kOpen, false, kNoEntry}));
     return SyncDir(*fs_, *queue, ParentDirectory(dir));
   }();
-  FailStopOnIoError(status).IgnoreError();  // Returned below, annotated.
+  OnFailure(FailedStep::kCreateOrDelete, status).IgnoreError();  // Returned below, annotated.
   std::lock_guard lock(mu_);
   if (!status.ok()) {
     ledgers_.erase(id);
@@ -312,7 +314,8 @@ absl::Status StoreImpl::DeleteLedger(uint64_t id) {
     }
   }
   for (const std::string& p : index_paths) index_cache_.Erase(p);
-  absl::Status removed = FailStopOnIoError(
+  absl::Status removed = OnFailure(
+      FailedStep::kCreateOrDelete,
       Annotate(RemoveLedgerFiles(id, ledger->dir), absl::StrCat("deleting ledger ", id)));
   // A checkpoint that failed for lack of space is tried again by the next round.
   space_freed_.store(true, std::memory_order_relaxed);
@@ -335,7 +338,8 @@ absl::StatusOr<uint64_t> StoreImpl::Fence(uint64_t id) {
     ledger->changed.notify_all();
   }
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<IoQueue> queue, NewQueue());
-  CAIRN_RETURN_IF_ERROR(FailStopUnlessFull(
+  CAIRN_RETURN_IF_ERROR(OnFailure(
+      FailedStep::kLedgerFiles,
       Annotate(WriteMeta(*queue, ledger->dir, meta), absl::StrCat("fencing ledger ", id))));
   return lac;
 }
@@ -371,8 +375,8 @@ absl::StatusOr<uint64_t> StoreImpl::SealLedger(const std::shared_ptr<Ledger>& le
     }
   }
   const std::string context = absl::StrCat("sealing ledger ", ledger->id);
-  CAIRN_RETURN_IF_ERROR(FailStopUnlessFull(Annotate(finished, context)));
-  CAIRN_RETURN_IF_ERROR(FailStopUnlessFull(Annotate(
+  CAIRN_RETURN_IF_ERROR(OnFailure(FailedStep::kLedgerFiles, Annotate(finished, context)));
+  CAIRN_RETURN_IF_ERROR(OnFailure(FailedStep::kLedgerFiles, Annotate(
       WriteMeta(*queue, ledger->dir, LedgerMeta{ledger->id, LedgerState::kSealed, false, last}),
       context)));
   std::lock_guard lock(ledger->mu);
@@ -467,15 +471,8 @@ bool StoreImpl::read_only() const {
   return !fail_stop_.ok();
 }
 
-absl::Status StoreImpl::FailStopUnlessFull(absl::Status status) {
-  if (!status.ok() && !absl::IsResourceExhausted(status)) FailStop(status);
-  return status;
-}
-
-absl::Status StoreImpl::FailStopOnIoError(absl::Status status) {
-  if (absl::IsInternal(status) || absl::IsUnavailable(status) || absl::IsDataLoss(status)) {
-    FailStop(status);
-  }
+absl::Status StoreImpl::OnFailure(FailedStep step, absl::Status status) {
+  if (!status.ok() && DecideFailure(step, status) == FailureAction::kFailStop) FailStop(status);
   return status;
 }
 

@@ -39,6 +39,9 @@
 #include "src/format/batch_format.h"
 #include "src/ledger/buffers.h"
 #include "src/ledger/disk_format.h"
+#include "src/ledger/failure_policy.h"
+#include "src/ledger/journal.h"
+#include "src/ledger/round_io.h"
 #include "src/ledger/index_cache.h"
 
 namespace cairn::internal {
@@ -107,6 +110,8 @@ struct Ledger {
 };
 
 class WriterImpl;
+struct Part;
+struct Round;
 
 // An append on its way through the worker.
 struct PendingAppend {
@@ -229,7 +234,36 @@ class StoreImpl final : public Store {
   // Takes the next group off the queue and runs it (ProcessGroup) with mu_ released; `lock`
   // holds mu_ on entry and on return, and no round is running on entry.
   void RunRound(std::unique_lock<std::mutex>& lock);
+  // Runs a group of appends as rounds: each takes appends until one needs a new segment (the
+  // roll then runs after the round), and goes through the phases below in order.
   void ProcessGroup(std::vector<PendingAppend>& group);
+  // Round phases (group_commit.cc). Plan: the appends from `begin` go into parts, one per
+  // ledger; returns one past the last append taken.
+  size_t PlanRound(Round& round, size_t begin);
+  // Files grown ahead of the round's writes, where that spares the round's sync metadata.
+  void AllocateAhead(Round& round);
+  // With a journal: the round's write to it, and its zeros ahead.
+  void PrepareJournalWrite(Round& round);
+  // Segments behind a journal: which parts the round writes, and writeback hints.
+  void PrepareWriteBehind(Round& round);
+  // Sync without a journal: zeros written ahead of direct segments' batches.
+  void PrepareSegmentZeros(Round& round);
+  // The parts' writes and every prepared extra write, in one submission.
+  void WriteRound(Round& round);
+  // The sync (of segments, or of the journal) that makes the round's appends durable.
+  void SyncRound(Round& round);
+  // New last-add-confirmed ids and indexes published; failed ledgers cut back.
+  void PublishRound(Round& round);
+  // The appends' callbacks, in order, and the wake of blocking appenders.
+  void AnswerRound(Round& round);
+  // A checkpoint that fell due, and the roll that ended the round.
+  void AfterRound(Round& round);
+  // Runs the requests `emit(part, slot, issue)` makes for every healthy part, and `extras`
+  // (their statuses to round.extra_statuses), in one batch on round_io_.
+  // Sync mode without a journal: whether a part's segment gets zeros ahead of its batches.
+  bool ZerosAhead(const Part& p) const;
+  template <typename Emit>
+  void RunParts(Round& round, Emit emit, std::span<const IoRequest> extras = {});
   bool background_syncs_enabled() const {
     return options_.durability == Durability::kAsync && !journaled() &&
            options_.async_sync_interval_ms > 0;
@@ -270,14 +304,9 @@ class StoreImpl final : public Store {
   absl::Status LoadTail(Segment& segment);
   bool direct_io_ = false;  // Set at open from StoreOptions::direct_io; cleared if refused.
   void FailStop(const absl::Status& cause);
-  // The status of a ledger's metadata or segment I/O outside a round (seal, fence): an error
-  // other than a full disk leaves unknown what reached the disk, and turns the store read-only
-  // (FailStop). Call with no lock held.
-  absl::Status FailStopUnlessFull(absl::Status status);
-  // The same for creating and deleting a ledger, whose errors also include a directory that
-  // exists already or a permission refused: only an I/O error (kInternal, as EIO maps; a sync
-  // that failed, kUnavailable; damage, kDataLoss) turns the store read-only.
-  absl::Status FailStopOnIoError(absl::Status status);
+  // Returns `status`, after turning the store read-only (FailStop) if DecideFailure says so for
+  // `step` (failure_policy.h). Call with no lock held.
+  absl::Status OnFailure(FailedStep step, absl::Status status);
 
   const StoreOptions options_;
   std::unique_ptr<FileSystem> owned_fs_;
@@ -347,22 +376,8 @@ class StoreImpl final : public Store {
   void CheckpointFailed(const absl::Status& status);
   std::chrono::steady_clock::time_point checkpoint_retry_at_{};  // Round only.
   std::atomic<bool> space_freed_{false};  // A ledger was deleted: try again without waiting.
-  std::unique_ptr<File> journal_file_;
-  // With direct I/O, the journal's rounds are written through this O_DIRECT handle of the same
-  // file in whole aligned blocks, like segments: each write starts at the block that holds the
-  // current end (whose bytes, journal_tail_, are written again) and is padded with zeros to a
-  // block boundary. Null: the journal is written through journal_file_ (the page cache).
-  std::unique_ptr<File> journal_direct_file_;
-  std::vector<char> journal_tail_;  // Bytes [journal_position_ rounded down to a block, end).
-  AlignedBuffer journal_aligned_;
-  // The journal file's bytes up to here are written, with batches or with zeros ahead of them.
-  uint64_t journal_zeroed_to_ = 0;
-  // `bytes` of zeros in aligned memory, valid until the next call with more (round only).
-  std::span<const char> ZeroBlocks(size_t bytes);
-  AlignedBuffer zero_blocks_;
-  size_t zero_blocks_bytes_ = 0;
+  JournalWriter journal_;  // Owned by the round once the store is open.
   uint64_t journal_seq_ = 0;
-  uint64_t journal_position_ = 0;
   std::map<uint64_t, std::shared_ptr<Ledger>> dirty_;  // Written since the last checkpoint.
   // Reusing the id of a ledger deleted since the last checkpoint: the journal still holds the
   // old ledger's batches, and replay would take them for the new one's. CreateLedger asks the
@@ -378,9 +393,9 @@ class StoreImpl final : public Store {
 
   // Owned by the round (the worker thread or a blocking appender's, one at a time).
   std::unique_ptr<IoQueue> worker_queue_;
-  uint64_t io_round_ = 0;  // Numbers the worker's rounds of requests (see ProcessGroup).
+  std::unique_ptr<RoundIo> round_io_;  // On worker_queue_.
   BufferPool buffers_{uint64_t{64} << 20};
-  std::vector<char> journal_buffer_;
+  ZeroBlocks segment_zeros_;  // Written ahead of segments' batches (sync mode, no journal).
   // Appends' copies of their batches (WriterImpl), given back by RunRound: a few rounds' worth
   // at the usual batch sizes.
   AppendBufferPool append_buffers_{uint64_t{16} << 20};

@@ -34,7 +34,7 @@ inline constexpr uint64_t kMaxAllocateAheadBytes = uint64_t{16} << 20;
 // has zeros written ahead of its batches instead of an allocation, as much as the file holds
 // already, between these two sizes (so that a round starting many segments at once does not
 // write megabytes of zeros for each), refilled when a round's write comes within half of that
-// of the end (see ProcessGroup)...
+// of the end (PrepareSegmentZeros in group_commit.cc)...
 inline constexpr uint64_t kSegmentZeroAheadMinBytes = uint64_t{64} << 10;
 inline constexpr uint64_t kSegmentZeroAheadBytes = uint64_t{1} << 20;
 // ... by rounds that write at most this much to it. The zeros spare a round's sync the
