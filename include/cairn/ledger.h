@@ -29,8 +29,13 @@ struct AppendResult {
   uint64_t last_entry_id = 0;
 };
 
-// Runs on the store's I/O thread when an append completes; must be quick and must not block or
-// call back into the writer's blocking functions.
+// Runs once when an append completes, in append order among the writer's appends. It runs on
+// the thread that ran the append's group-commit round: the store's I/O thread, or the thread of
+// a blocking Append() that ran the round itself (a lone appender does), which may then run the
+// callbacks of other appends of the same round too; and on the appending thread itself when
+// the append fails at once (the store is closed). So it must be quick, must not block, and must
+// not call back into the writer's blocking functions. Every callback of the appends made before
+// a Flush() has returned by the time that Flush() returns.
 using AppendCallback = std::function<void(absl::StatusOr<AppendResult>)>;
 
 // Appends batches to one ledger. Thread-compatible: one thread at a time (appends are ordered by
@@ -74,7 +79,14 @@ class LedgerWriter {
   virtual absl::StatusOr<uint64_t> Seal() = 0;
 
   virtual uint64_t ledger_id() const = 0;
+  // The last acknowledged entry's id; kNoEntry while the ledger is empty.
   virtual uint64_t last_add_confirmed() const = 0;
+  // The id after the last acknowledged entry: where the next append starts once every append
+  // made so far has completed. 0 for an empty ledger (last_add_confirmed() + 1 would wrap).
+  uint64_t next_entry_id() const {
+    const uint64_t last = last_add_confirmed();
+    return last == kNoEntry ? 0 : last + 1;
+  }
 };
 
 struct ReadLimits {

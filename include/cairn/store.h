@@ -135,8 +135,22 @@ struct RecoveryReport {
   uint64_t ledgers = 0;
   uint64_t segments_scanned = 0;
   uint64_t bytes_scanned = 0;  // Bytes read past the checkpoints (the tail).
+  // Torn tails cut off: the write in progress when the process stopped, at the end of a segment
+  // (or of the journal). Each is logged with its ledger, file and byte range, as a warning when
+  // more was cut than a round can have had in flight (acknowledged data may then be lost: the
+  // disk did not keep what it had synced).
   uint64_t torn_tails_truncated = 0;
   uint64_t bytes_truncated = 0;
+  // Recycled segment files cut at their segment's end: the bytes past it are the previous
+  // segment's (with a torn write of this one's, if any, which cannot be told apart from them).
+  uint64_t recycled_tails_cut = 0;
+  uint64_t recycled_bytes_cut = 0;
+  // What the journal's replay did (a store with a journal): files read, batches written again to
+  // their segments, batches skipped because their segment held them already (or their ledger was
+  // deleted or sealed since).
+  uint64_t journal_files_read = 0;
+  uint64_t journal_batches_replayed = 0;
+  uint64_t journal_batches_skipped = 0;
   uint64_t incomplete_ledgers_removed = 0;  // Creates or deletes interrupted by a crash.
   // Damaged index files of finished segments, rebuilt by scanning their segment whole.
   uint64_t indexes_rebuilt = 0;
@@ -217,6 +231,13 @@ class LedgerSet {
   // Creates an empty, open ledger with the given id, or with a store-assigned one (one above the
   // highest id ever created in this store, so a deleted ledger's id is never assigned again).
   // kAlreadyExists if the id is taken. Durable when it returns.
+  //
+  // A crash while it runs may leave the ledger created although the caller never learned its
+  // id: an orphan, empty and open. A caller that must find such ledgers chooses the id itself
+  // and records it (in its own metadata) before the call, then calls CreateLedger(id) again
+  // after a restart (kAlreadyExists then means it was created) or deletes it; with a
+  // store-assigned id, an orphan is a ledger that ListLedgers() shows and the caller's records
+  // do not, with no entries (GetLedgerInfo: last_add_confirmed == kNoEntry).
   virtual absl::StatusOr<uint64_t> CreateLedger(std::optional<uint64_t> id = std::nullopt) = 0;
   // Ids of all ledgers, ascending.
   virtual std::vector<uint64_t> ListLedgers() = 0;
@@ -256,6 +277,17 @@ class Store : public LedgerSet {
   // append made once Close() has begun fails (kFailedPrecondition), after the writer's earlier
   // appends have been answered.
   virtual absl::Status Close() = 0;
+
+  // Closes a fenced ledger for good at `last_entry_id` (kNoEntry: empty), for whoever fenced it:
+  // the recovery of a replicated ledger decides where the ledger ends, and a fenced ledger takes
+  // no writer that could Seal() it. The ledger then reads as sealed with that last entry; entries
+  // stored after it stay on disk but are never served (nor counted by a reopened store).
+  // Returns `last_entry_id`. Sealing again at the same entry returns it again.
+  //  - kFailedPrecondition: the ledger is not fenced, or is sealed at another entry.
+  //  - kOutOfRange: `last_entry_id` is past the entries stored here (copy them here first).
+  //  - kInvalidArgument: `last_entry_id` ends no batch (batches are stored and served whole).
+  //  - kNotFound: no such ledger.
+  virtual absl::StatusOr<uint64_t> SealFenced(uint64_t id, uint64_t last_entry_id) = 0;
 
   // True after an fsync failure or another error after which nothing more can be acknowledged
   // (fail-stop). Reads keep working.

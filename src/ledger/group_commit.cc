@@ -95,6 +95,7 @@ void StoreImpl::RunRound(std::unique_lock<std::mutex>& lock) {
   for (PendingAppend& append : group) append_buffers_.Give(std::move(append.bytes));
   lock.lock();
   round_running_ = false;
+  round_done_.notify_all();
   last_round_appends_ = group.size();
   if (!round_written_.empty()) {
     for (std::shared_ptr<Ledger>& ledger : round_written_) {
@@ -149,6 +150,7 @@ void StoreImpl::WorkerLoop() {
       ledgers.clear();
       lock.lock();
       round_running_ = false;
+      round_done_.notify_all();
       continue;
     }
     if (checkpoint_requested_) {
@@ -163,6 +165,7 @@ void StoreImpl::WorkerLoop() {
       }
       lock.lock();
       round_running_ = false;
+      round_done_.notify_all();
       continue;
     }
     if (queue_.empty()) {  // Stopping, and everything is done.

@@ -142,12 +142,16 @@ void StoreImpl::CheckpointFailed(const absl::Status& status) {
 
 absl::Status StoreImpl::ReplayBatch(std::span<const char> batch, const BatchHeader& header) {
   auto it = ledgers_.find(header.ledger_id);
-  if (it == ledgers_.end()) return absl::OkStatus();  // Deleted since: nothing to restore.
+  const auto skip = [&] {
+    ++report_.journal_batches_skipped;
+    return absl::OkStatus();
+  };
+  if (it == ledgers_.end()) return skip();  // Deleted since: nothing to restore.
   Ledger& ledger = *it->second;
-  if (ledger.state == LedgerState::kSealed) return absl::OkStatus();  // Complete in segments.
+  if (ledger.state == LedgerState::kSealed) return skip();  // Complete in segments.
   const uint64_t next = ledger.next_entry_id;
   const uint64_t end = header.base_entry_id + header.entry_count;
-  if (end <= next) return absl::OkStatus();  // Already in the segment.
+  if (end <= next) return skip();  // Already in the segment.
   if (header.base_entry_id != next) {
     return absl::DataLossError(absl::StrFormat(
         "journal: ledger %d continues at entry %d, but the journal's next batch holds entries "
@@ -172,6 +176,7 @@ absl::Status StoreImpl::ReplayBatch(std::span<const char> batch, const BatchHead
   ledger.next_entry_id = end;
   ledger.last_add_confirmed = end - 1;
   dirty_[ledger.id] = it->second;
+  ++report_.journal_batches_replayed;
   return absl::OkStatus();
 }
 
@@ -250,6 +255,7 @@ absl::Status StoreImpl::OpenJournal() {
       return absl::DataLossError(absl::StrCat(path, ": bad journal header"));
     }
     checkpoint_file_valid |= checkpoint.has_value() && seq == checkpoint->seq;
+    ++report_.journal_files_read;
     const uint64_t from =
         checkpoint.has_value() && seq == checkpoint->seq ? checkpoint->offset : kJournalHeaderBytes;
     CAIRN_ASSIGN_OR_RETURN(LogScan scan,
@@ -273,6 +279,7 @@ absl::Status StoreImpl::OpenJournal() {
       }
       ++report_.torn_tails_truncated;
       report_.bytes_truncated += scan.file_size - scan.valid_end;
+      ReportTornTail(std::nullopt, path, scan.valid_end, scan.file_size);
     }
     last_seq = std::max(last_seq, seq);
   }

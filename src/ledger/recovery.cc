@@ -184,6 +184,8 @@ absl::Status StoreImpl::RecoverLedgers(const std::vector<std::pair<std::string, 
     report_.bytes_scanned += r.bytes_scanned;
     report_.torn_tails_truncated += r.torn_tails_truncated;
     report_.bytes_truncated += r.bytes_truncated;
+    report_.recycled_tails_cut += r.recycled_tails_cut;
+    report_.recycled_bytes_cut += r.recycled_bytes_cut;
     report_.incomplete_ledgers_removed += r.incomplete_ledgers_removed;
     report_.indexes_rebuilt += r.indexes_rebuilt;
   }
@@ -339,8 +341,16 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id, IoQue
       CAIRN_RETURN_IF_ERROR(file->Truncate(scan.valid_end));
       CAIRN_RETURN_IF_ERROR(SyncData(queue, *file));
       if (!scan.padding_only) {
-        ++report.torn_tails_truncated;
-        report.bytes_truncated += scan.file_size - scan.valid_end;
+        const uint64_t cut = scan.file_size - scan.valid_end;
+        if ((header->flags & kSegmentRecycled) != 0) {
+          // The previous segment's bytes (see RecoveryReport).
+          ++report.recycled_tails_cut;
+          report.recycled_bytes_cut += cut;
+        } else {
+          ++report.torn_tails_truncated;
+          report.bytes_truncated += cut;
+          ReportTornTail(id, segment.path, scan.valid_end, scan.file_size);
+        }
       }
     }
     records.insert(records.end(), scan.records.begin(), scan.records.end());
@@ -367,10 +377,16 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id, IoQue
   ledger->next_entry_id = next_entry_id;
   ledger->last_add_confirmed = next_entry_id == 0 ? kNoEntry : next_entry_id - 1;
   if (ledger->state == LedgerState::kSealed && meta->last_entry_id != ledger->last_add_confirmed) {
-    return absl::DataLossError(
-        absl::StrFormat("%s: sealed at entry %d, but entries up to %d are stored", where,
-                        static_cast<int64_t>(meta->last_entry_id),
-                        static_cast<int64_t>(ledger->last_add_confirmed)));
+    // Sealed after a fence (SealFenced) at an entry before the last one stored: those after it
+    // are never served. A writer's seal is always at the last entry stored.
+    const uint64_t sealed_count = meta->last_entry_id == kNoEntry ? 0 : meta->last_entry_id + 1;
+    if (!meta->fenced || sealed_count > next_entry_id) {
+      return absl::DataLossError(
+          absl::StrFormat("%s: sealed at entry %d, but entries up to %d are stored", where,
+                          static_cast<int64_t>(meta->last_entry_id),
+                          static_cast<int64_t>(ledger->last_add_confirmed)));
+    }
+    ledger->last_add_confirmed = meta->last_entry_id;
   }
   ++report.ledgers;
   std::lock_guard lock(mu_);
@@ -378,6 +394,25 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id, IoQue
   any_ledger_ = true;
   ledgers_[id] = std::move(ledger);
   return absl::OkStatus();
+}
+
+void StoreImpl::ReportTornTail(std::optional<uint64_t> ledger_id, const std::string& path,
+                               uint64_t valid_end, uint64_t file_size) const {
+  if (!options_.log) return;
+  // A crash tears at most the write in flight: in sync mode without a journal, one round's
+  // write to this segment, padded to a block; with a journal, one round's write to it. More
+  // than that means bytes that were synced, and maybe acknowledged, are gone.
+  const uint64_t round_bytes = options_.group_commit_max_bytes + kMaxBatchBytes + kDirectIoAlignment;
+  const uint64_t cut = file_size - valid_end;
+  const bool suspicious = options_.durability == Durability::kSync && cut > round_bytes;
+  options_.log(
+      suspicious ? LogLevel::kWarning : LogLevel::kInfo,
+      absl::StrCat("recovery: ", ledger_id.has_value() ? absl::StrCat("ledger ", *ledger_id, ": ") : "",
+                   "torn tail of ", path, " cut: bytes ", valid_end, "..", file_size, " (", cut,
+                   " bytes)",
+                   suspicious ? "; more than a round can have had in flight, so acknowledged "
+                                "appends may be lost: the disk did not keep what it synced"
+                              : ""));
 }
 
 }  // namespace cairn::internal

@@ -344,6 +344,105 @@ absl::StatusOr<uint64_t> StoreImpl::Fence(uint64_t id) {
   return lac;
 }
 
+template <typename Work>
+auto StoreImpl::AsRound(Work work) {
+  {
+    std::unique_lock lock(mu_);
+    round_done_.wait(lock, [&] { return !round_running_; });
+    round_running_ = true;
+  }
+  auto result = work();
+  {
+    std::lock_guard lock(mu_);
+    round_running_ = false;
+  }
+  round_done_.notify_all();
+  work_.notify_one();  // The worker may have waited for this to end.
+  return result;
+}
+
+absl::StatusOr<uint64_t> StoreImpl::SealFenced(uint64_t id, uint64_t last) {
+  CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<Ledger> ledger, FindLedger(id));
+  std::lock_guard meta_lock(ledger->meta_mu);
+  uint64_t stored;
+  {
+    std::lock_guard lock(ledger->mu);
+    if (ledger->deleted) return absl::NotFoundError(absl::StrCat("no ledger ", id));
+    if (!ledger->fenced) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "ledger ", id, " is not fenced: only a fenced ledger is sealed by id (a writer seals its own)"));
+    }
+    if (ledger->state == LedgerState::kSealed) {
+      if (ledger->last_add_confirmed == last) return last;
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "ledger %d is sealed at entry %d already", id,
+          static_cast<int64_t>(ledger->last_add_confirmed)));
+    }
+    stored = ledger->last_add_confirmed;
+  }
+  const uint64_t stored_count = stored == kNoEntry ? 0 : stored + 1;
+  const uint64_t sealed_count = last == kNoEntry ? 0 : last + 1;
+  if (sealed_count > stored_count) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "ledger %d holds entries up to %d here: it cannot be sealed at %d", id,
+        static_cast<int64_t>(stored), last));
+  }
+  if (sealed_count > 0 && sealed_count < stored_count) {
+    // Entries are served in whole batches: the seal must fall at a batch's end.
+    CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<LedgerReader> reader, OpenReader(id));
+    CAIRN_ASSIGN_OR_RETURN(ReadResult read, reader->Read(last, ReadLimits{.max_entries = 1}));
+    if (read.empty() || read.next_entry_id() != last + 1) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "ledger %d: entry %d is not the last of its batch (the batch ends at %d)", id, last,
+          read.empty() ? 0 : read.next_entry_id() - 1));
+    }
+  }
+  // Rounds planned before the fence may still be writing the open segment: finish it as a
+  // round, so that none runs meanwhile.
+  return AsRound([&]() -> absl::StatusOr<uint64_t> {
+    CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<IoQueue> queue, NewQueue());
+    {
+      std::lock_guard store_lock(mu_);
+      if (!fail_stop_.ok()) return fail_stop_;
+    }
+    absl::Status finished;
+    {
+      std::lock_guard lock(ledger->mu);
+      if (!ledger->segments.empty() && !ledger->segments.back().sealed) {
+        Segment& segment = ledger->segments.back();
+        finished = FinishSegmentFile(*queue, segment);
+        if (finished.ok()) {
+          segment.unwritten.clear();
+          segment.unwritten.shrink_to_fit();
+          finished = WriteSegmentIndex(*queue, segment, ledger->id);
+        }
+      }
+    }
+    // Every stored entry is durable with its index before the meta names the seal, so that a
+    // crash leaves either the fenced ledger as it was or the sealed one.
+    const std::string context = absl::StrCat("sealing fenced ledger ", id);
+    CAIRN_RETURN_IF_ERROR(OnFailure(FailedStep::kLedgerFiles, Annotate(finished, context)));
+    CAIRN_RETURN_IF_ERROR(OnFailure(
+        FailedStep::kLedgerFiles,
+        Annotate(WriteMeta(*queue, ledger->dir, LedgerMeta{id, LedgerState::kSealed, true, last}),
+                 context)));
+    std::lock_guard lock(ledger->mu);
+    ledger->state = LedgerState::kSealed;
+    ledger->last_add_confirmed = last;
+    if (!ledger->segments.empty() && !ledger->segments.back().sealed) {
+      Segment& segment = ledger->segments.back();
+      index_cache_.Put(IndexPathOf(segment),
+                       std::make_shared<const std::vector<IndexRecord>>(std::move(segment.index)));
+      segment.index.clear();
+      segment.sealed = true;
+      segment.direct_file.reset();
+      segment.tail.clear();
+    }
+    ledger->changed.notify_all();
+    return last;
+  });
+}
+
 absl::StatusOr<uint64_t> StoreImpl::SealLedger(const std::shared_ptr<Ledger>& ledger) {
   std::lock_guard meta_lock(ledger->meta_mu);
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<IoQueue> queue, NewQueue());

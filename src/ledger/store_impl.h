@@ -148,6 +148,7 @@ class StoreImpl final : public Store {
   absl::StatusOr<std::unique_ptr<LedgerWriter>> OpenWriter(uint64_t id) override;
   absl::StatusOr<std::unique_ptr<LedgerReader>> OpenReader(uint64_t id) override;
   absl::StatusOr<uint64_t> Fence(uint64_t id) override;
+  absl::StatusOr<uint64_t> SealFenced(uint64_t id, uint64_t last_entry_id) override;
   bool read_only() const override;
   bool acknowledged_means_durable() const override {
     return options_.durability == Durability::kSync;
@@ -184,6 +185,9 @@ class StoreImpl final : public Store {
   absl::Status OpenDataDir(const std::string& dir);
   // Recovers the ledgers found in a data directory (directory, id), on several threads.
   absl::Status RecoverLedgers(const std::vector<std::pair<std::string, uint64_t>>& found);
+  // Logs a torn tail cut at Open (a segment's, or the journal's with no ledger id).
+  void ReportTornTail(std::optional<uint64_t> ledger_id, const std::string& path,
+                      uint64_t valid_end, uint64_t file_size) const;
   // One ledger: its counts go to `report`.
   absl::Status RecoverLedger(const std::string& dir, uint64_t id, IoQueue& queue,
                              RecoveryReport& report);
@@ -329,6 +333,11 @@ class StoreImpl final : public Store {
   // A round (ProcessGroup) is running, on the worker or on a blocking appender's thread: rounds
   // never overlap, and the state below marked "owned by the round" is used by one at a time.
   bool round_running_ = false;
+  std::condition_variable round_done_;  // round_running_ went false.
+  // Runs `work` with round_running_ held, as a round: no round, checkpoint or background sync
+  // runs meanwhile (for work on a ledger that rounds may be writing). Call with no lock held.
+  template <typename Work>
+  auto AsRound(Work work);
   size_t last_round_appends_ = 0;
   uint64_t rounds_gathered_ = 0;  // Groups RunRound took from queue_.
   // kAsync with async_sync_interval_ms: the ledgers written since the last background sync, and
