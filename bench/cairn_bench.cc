@@ -38,7 +38,7 @@
 //                one key compaction pass over all of it (cairn/compaction.h): its input, the
 //                payload of every entry the pass covers, per second, against raw_read.
 //
-// Every line starts with the fields DESIGN.md fixes (bench/report.h), then extra fields: ratios
+// Every line starts with the same fixed fields (bench/report.h), then extra fields: ratios
 // to the raw limits of this run (ratio_*), and the peak resident memory of the case. MB is 10^6
 // bytes of entry values (the payload; stored_MB_per_s counts the encoded batches).
 

@@ -1,6 +1,7 @@
 // Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
 //
-// One result line of cairn-bench. Every line starts with the fields DESIGN.md fixes, in its order:
+// One result line of cairn-bench. Every line starts with these fields, in this order, so that
+// lines from any run, case or system compare field by field:
 //
 //   system=<cairn|raw> case=<msgs>x<size>B batch=<B> sync=<0|1> append_msgs_per_s=..
 //   append_MB_per_s=.. p50_us=.. p99_us=.. read_MB_per_s=..
