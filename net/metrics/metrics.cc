@@ -272,7 +272,7 @@ struct HttpHeaders {
   kj::Own<kj::HttpHeaderTable> table;
 };
 
-struct MetricsHttpServer::Impl : public kj::HttpService, public kj::TaskSet::ErrorHandler {
+struct MetricsHttpServer::Impl final : public kj::HttpService, public kj::TaskSet::ErrorHandler {
   Impl(kj::Timer& timer, MetricsRegistry* registry)
       : registry(registry),
         server(timer, *headers.table, *this),

@@ -441,7 +441,7 @@ class StoreNodeImpl final : public rpc::StoreNode::Server {
 
 }  // namespace
 
-struct StoreNodeServer::Impl : public kj::TaskSet::ErrorHandler {
+struct StoreNodeServer::Impl final : public kj::TaskSet::ErrorHandler {
   Impl(Store* store, const StoreNodeOptions& options)
       : node(store, options),
         listeners(kj::heap<kj::TaskSet>(*this)),
