@@ -46,7 +46,8 @@ common=(-G Ninja -DCAIRN_WERROR=ON)
 case "$mode" in
   release)
     build="$root/build"
-    cmake -S "$root" -B "$build" "${common[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo ;;
+    # The configuration scripts/run.sh uses too, so that neither rebuilds what the other built.
+    "$root/scripts/configure.sh" "$build" ;;
   asan)
     build="$root/build-asan"
     cmake -S "$root" -B "$build" "${common[@]}" -DCMAKE_BUILD_TYPE=Debug \
