@@ -74,7 +74,6 @@
 #endif
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
@@ -92,6 +91,7 @@
 #include "cairn/metadata.h"
 #include "cairn/store.h"
 #include "cairn/stream.h"
+#include "src/util/command_line.h"
 #include "src/util/latency_histogram.h"
 #include "src/util/result_line.h"
 #include "src/util/status_macros.h"
@@ -2008,7 +2008,8 @@ int Main(int argc, char** argv) {
   };
   absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(kUsage);
-  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  // --help is a request, not an error: it exits 0.
+  const std::vector<char*> positional = internal::ParseCommandLineForTool(argc, argv);
   if (positional.size() > 1) {
     std::fprintf(stderr, "cairn-bench: unexpected argument '%s' (see --help)\n", positional[1]);
     return 2;
