@@ -9,7 +9,7 @@
 #   scripts/test.sh --tsan       ThreadSanitizer build in build-tsan/, every test but the install
 #                                tests, linked against a Cap'n Proto built with ThreadSanitizer
 #                                (scripts/capnp_tsan.sh, into build-tsan/deps/)
-#   scripts/test.sh --long       as the first, with the long reliability run (1 to 1.5 hours)
+#   scripts/test.sh --long       as the first, with the long reliability run (2 to 3 hours)
 #   scripts/test.sh --thread-safety
 #                                compiles the tree (library, network shell, tests, examples; no
 #                                benchmarks) with clang into build-clang/, with clang's
