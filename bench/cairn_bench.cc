@@ -38,7 +38,7 @@
 //                one key compaction pass over all of it (cairn/compaction.h): its input, the
 //                payload of every entry the pass covers, per second, against raw_read.
 //
-// Every line starts with the fields DESIGN.md fixes (bench/report.h), then extra fields: ratios
+// Every line starts with the same fixed fields (src/util/result_line.h), then extra fields: ratios
 // to the raw limits of this run (ratio_*), and the peak resident memory of the case. MB is 10^6
 // bytes of entry values (the payload; stored_MB_per_s counts the encoded batches).
 
@@ -74,7 +74,6 @@
 #endif
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
@@ -82,11 +81,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "bench/histogram.h"
 #include "bench/machine.h"
 #include "bench/progress.h"
 #include "bench/raw_limits.h"
-#include "bench/report.h"
 #include "cairn/batch.h"
 #include "cairn/compaction.h"
 #include "cairn/io.h"
@@ -94,6 +91,9 @@
 #include "cairn/metadata.h"
 #include "cairn/store.h"
 #include "cairn/stream.h"
+#include "src/util/command_line.h"
+#include "src/util/latency_histogram.h"
+#include "src/util/result_line.h"
 #include "src/util/status_macros.h"
 
 // ---- flags ------------------------------------------------------------------------------------
@@ -195,6 +195,9 @@ namespace cairn::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using internal::LatencyHistogram;
+using internal::ResultHeadline;
+using internal::ResultLine;
 
 constexpr uint64_t kKiB = 1024;
 constexpr uint64_t kMiB = 1024 * kKiB;
@@ -1026,14 +1029,14 @@ absl::StatusOr<CacheState> PrepareCache(const Context& ctx, const std::string& d
   return state;
 }
 
-void AddCacheFields(Report& r, const CacheState& cache) {
+void AddCacheFields(ResultLine& r, const CacheState& cache) {
   r.Text("cache", cache.cold ? "cold" : "warm");
   r.Text("cache_drop", cache.method);
   r.Number("cache_resident_pct", 100 * cache.resident_fraction, 1);
 }
 
-Headline AppendHeadline(const Case& c, const AppendOutcome& a) {
-  Headline h;
+ResultHeadline AppendHeadline(const Case& c, const AppendOutcome& a) {
+  ResultHeadline h;
   h.system = "cairn";
   h.messages = a.entries;
   h.message_bytes = c.entry_bytes;
@@ -1047,7 +1050,7 @@ Headline AppendHeadline(const Case& c, const AppendOutcome& a) {
 }
 
 // The fields that say what was run, after the headline.
-void AddSetup(Report& r, const Context& ctx, const Case& c) {
+void AddSetup(ResultLine& r, const Context& ctx, const Case& c) {
   r.Text("name", c.name);
   r.Text("engine", ctx.engine);
   if (IsRaw(c.kind)) return;
@@ -1066,7 +1069,7 @@ void AddSetup(Report& r, const Context& ctx, const Case& c) {
 }
 
 // The far tail of a latency histogram.
-void AddTail(Report& r, const LatencyHistogram& h) {
+void AddTail(ResultLine& r, const LatencyHistogram& h) {
   r.Number("p999_us", Micros(h.Percentile(99.9)), 1);
   r.Number("max_us", Micros(static_cast<double>(h.max())), 1);
 }
@@ -1074,7 +1077,7 @@ void AddTail(Report& r, const LatencyHistogram& h) {
 // Ratios of an append to the raw limits: bandwidth always; for sync appends, the fsync loop's
 // operations per second and p99, and the entries per second of one blocking appender (sync, one
 // entry per append, entries of the same size) in this run: what group commit adds.
-void AddAppendRatios(Report& r, Context& ctx, const Case& c, const Headline& h) {
+void AddAppendRatios(ResultLine& r, Context& ctx, const Case& c, const ResultHeadline& h) {
   r.Ratio("ratio_write_bw", h.append_mb_per_s, ctx.raw.write_mb_per_s);
   if (c.durability != Durability::kSync) return;
   const double appends_per_s = *h.append_messages_per_s / c.batch_entries;
@@ -1096,8 +1099,8 @@ void AddAppendRatios(Report& r, Context& ctx, const Case& c, const Headline& h) 
 
 // ---- raw cases --------------------------------------------------------------------------------
 
-Report RawReport(const Context& ctx, const Case& c, const RawResult& result, bool read, bool sync) {
-  Headline h;
+ResultLine RawReport(const Context& ctx, const Case& c, const RawResult& result, bool read, bool sync) {
+  ResultHeadline h;
   h.system = "raw";
   h.messages = result.operations;
   h.message_bytes = result.operations == 0 ? 0 : result.bytes / result.operations;
@@ -1112,7 +1115,7 @@ Report RawReport(const Context& ctx, const Case& c, const RawResult& result, boo
   }
   h.p50_us = Micros(result.latency_ns.Percentile(50));
   h.p99_us = Micros(result.latency_ns.Percentile(99));
-  Report r(h);
+  ResultLine r(h);
   AddSetup(r, ctx, c);
   if (c.kind == Kind::kRawGroupSync) {
     r.Int("direct", 1);
@@ -1139,7 +1142,7 @@ absl::Status EnsureRawFile(Context& ctx) {
   return MeasureExtendingWrite(*ctx.fs, ctx.RawPath(), ctx.raw_sequential).status();
 }
 
-absl::StatusOr<Report> RunRawCase(Context& ctx, const Case& c) {
+absl::StatusOr<ResultLine> RunRawCase(Context& ctx, const Case& c) {
   CAIRN_RETURN_IF_ERROR(MakeDirectory(ctx.root + "/raw"));
   switch (c.kind) {
     case Kind::kRawWriteExtend: {
@@ -1152,7 +1155,7 @@ absl::StatusOr<Report> RunRawCase(Context& ctx, const Case& c) {
       CAIRN_RETURN_IF_ERROR(EnsureRawFile(ctx));
       CAIRN_ASSIGN_OR_RETURN(RawResult result,
                              MeasureOverwrite(*ctx.fs, ctx.RawPath(), ctx.raw_sequential));
-      Report r = RawReport(ctx, c, result, false, false);
+      ResultLine r = RawReport(ctx, c, result, false, false);
       ctx.raw.write_mb_per_s = Megabytes(static_cast<double>(result.bytes)) / result.seconds;
       return r;
     }
@@ -1160,7 +1163,7 @@ absl::StatusOr<Report> RunRawCase(Context& ctx, const Case& c) {
       CAIRN_RETURN_IF_ERROR(EnsureRawFile(ctx));
       CAIRN_ASSIGN_OR_RETURN(RawResult result,
                              MeasureSequentialRead(*ctx.fs, ctx.RawPath(), ctx.raw_sequential));
-      Report r = RawReport(ctx, c, result, /*read=*/true, false);
+      ResultLine r = RawReport(ctx, c, result, /*read=*/true, false);
       ctx.raw.read_mb_per_s = Megabytes(static_cast<double>(result.bytes)) / result.seconds;
       return r;
     }
@@ -1171,7 +1174,7 @@ absl::StatusOr<Report> RunRawCase(Context& ctx, const Case& c) {
           MeasureWriteSyncLoop(*ctx.fs, path, ctx.raw_sync_ops, ctx.raw_sync_bytes);
       RemoveTree(path);
       if (!result.ok()) return result.status();
-      Report r = RawReport(ctx, c, *result, false, /*sync=*/true);
+      ResultLine r = RawReport(ctx, c, *result, false, /*sync=*/true);
       ctx.raw.sync_ops_per_s = static_cast<double>(result->operations) / result->seconds;
       ctx.raw.sync_p99_us = Micros(result->latency_ns.Percentile(99));
       return r;
@@ -1184,7 +1187,7 @@ absl::StatusOr<Report> RunRawCase(Context& ctx, const Case& c) {
           *ctx.fs, dir, ctx.raw_group_files, ctx.raw_group_rounds, kDirectIoAlignment);
       RemoveTree(dir);
       if (!result.ok()) return result.status();
-      Report r = RawReport(ctx, c, *result, false, /*sync=*/true);
+      ResultLine r = RawReport(ctx, c, *result, false, /*sync=*/true);
       ctx.raw.group_sync_ops_per_s = static_cast<double>(result->operations) / result->seconds;
       ctx.raw.group_files = ctx.raw_group_files;
       return r;
@@ -1196,7 +1199,7 @@ absl::StatusOr<Report> RunRawCase(Context& ctx, const Case& c) {
                                                               ctx.raw_journal_bytes, c.pipelined);
       RemoveTree(path);
       if (!result.ok()) return result.status();
-      Report r = RawReport(ctx, c, *result, false, /*sync=*/true);
+      ResultLine r = RawReport(ctx, c, *result, false, /*sync=*/true);
       const double rounds_per_s = static_cast<double>(result->operations) / result->seconds;
       if (!c.pipelined) {
         ctx.raw.journal_rounds_per_s = rounds_per_s;
@@ -1213,7 +1216,7 @@ absl::StatusOr<Report> RunRawCase(Context& ctx, const Case& c) {
       absl::StatusOr<SteadyRoundsResult> result = MeasureSteadyRounds(*ctx.fs, path, options);
       RemoveTree(path);
       if (!result.ok()) return result.status();
-      Report r = RawReport(ctx, c, result->messages, false, /*sync=*/true);
+      ResultLine r = RawReport(ctx, c, result->messages, false, /*sync=*/true);
       r.Number("target_msgs_per_s", options.messages_per_s, 0);
       r.Int("rounds", static_cast<int64_t>(result->rounds_ns.count()));
       r.Number("round_p50_us", Micros(result->rounds_ns.Percentile(50)), 1);
@@ -1229,7 +1232,7 @@ absl::StatusOr<Report> RunRawCase(Context& ctx, const Case& c) {
 
 // ---- cairn cases ------------------------------------------------------------------------------
 
-absl::StatusOr<Report> RunAppendCase(Context& ctx, const Case& c, const std::string& dir) {
+absl::StatusOr<ResultLine> RunAppendCase(Context& ctx, const Case& c, const std::string& dir) {
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStore(ctx, dir, c.durability));
   if (c.recycled) {
     Case fill = c;
@@ -1288,8 +1291,8 @@ absl::StatusOr<Report> RunAppendCase(Context& ctx, const Case& c, const std::str
   CAIRN_RETURN_IF_ERROR(store->Close());
   const double close_seconds = Seconds(Clock::now() - close_begin);
 
-  const Headline h = AppendHeadline(c, outcome);
-  Report r(h);
+  const ResultHeadline h = AppendHeadline(c, outcome);
+  ResultLine r(h);
   AddSetup(r, ctx, c);
   AddTail(r, outcome.latency_ns);
   r.Number("stored_MB_per_s", Megabytes(static_cast<double>(stored_bytes)) / outcome.seconds, 1);
@@ -1325,7 +1328,7 @@ absl::StatusOr<Report> RunAppendCase(Context& ctx, const Case& c, const std::str
   return r;
 }
 
-absl::StatusOr<Report> RunCatchUpReadCase(Context& ctx, const Case& c, const std::string& dir) {
+absl::StatusOr<ResultLine> RunCatchUpReadCase(Context& ctx, const Case& c, const std::string& dir) {
   std::vector<uint64_t> ledgers;
   AppendOutcome appended;
   {
@@ -1349,12 +1352,12 @@ absl::StatusOr<Report> RunCatchUpReadCase(Context& ctx, const Case& c, const std
   }
   CAIRN_RETURN_IF_ERROR(store->Close());
 
-  Headline h = AppendHeadline(c, appended);
+  ResultHeadline h = AppendHeadline(c, appended);
   h.read_mb_per_s = Megabytes(static_cast<double>(cold.payload_bytes)) / cold.seconds;
   ctx.read_mb_per_s[c.name] = *h.read_mb_per_s;
   ctx.append_msgs_per_s[c.name] = h.append_messages_per_s.value_or(0);
   const double warm_mb_per_s = Megabytes(static_cast<double>(warm.payload_bytes)) / warm.seconds;
-  Report r(h);
+  ResultLine r(h);
   AddSetup(r, ctx, c);
   AddCacheFields(r, cache);
   r.Number("read_p50_us", Micros(cold.latency_ns.Percentile(50)), 1);
@@ -1366,7 +1369,7 @@ absl::StatusOr<Report> RunCatchUpReadCase(Context& ctx, const Case& c, const std
   return r;
 }
 
-absl::StatusOr<Report> RunTailReadCase(Context& ctx, const Case& c, const std::string& dir) {
+absl::StatusOr<ResultLine> RunTailReadCase(Context& ctx, const Case& c, const std::string& dir) {
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStore(ctx, dir, c.durability));
   CAIRN_ASSIGN_OR_RETURN(uint64_t ledger, store->CreateLedger());
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<LedgerWriter> writer, store->OpenWriter(ledger));
@@ -1464,7 +1467,7 @@ absl::StatusOr<Report> RunTailReadCase(Context& ctx, const Case& c, const std::s
   appended.payload_bytes = total_entries * c.entry_bytes;
   appended.seconds = Seconds(end - begin);
   appended.latency_ns = c.pipelined ? completions.latency_ns() : blocking_latency_ns;
-  Report r(AppendHeadline(c, appended));
+  ResultLine r(AppendHeadline(c, appended));
   AddSetup(r, ctx, c);
   r.Int("target_batches_per_s", static_cast<int64_t>(c.tail_batches_per_s));
   r.Number("lag_p50_us", Micros(lag_ns.Percentile(50)), 1);
@@ -1527,15 +1530,15 @@ absl::StatusOr<TimedOpen> TimeOpen(const Context& ctx, const std::string& dir) {
   return timed;
 }
 
-Report OpenReport(const Context& ctx, const Case& c, const CacheState& cache,
+ResultLine OpenReport(const Context& ctx, const Case& c, const CacheState& cache,
                   const TimedOpen& open) {
-  Headline h;
+  ResultHeadline h;
   h.system = "cairn";
   h.messages = c.entries;
   h.message_bytes = c.entry_bytes;
   h.batch = c.batch_entries;
   h.sync = false;
-  Report r(h);
+  ResultLine r(h);
   AddSetup(r, ctx, c);
   r.Number("store_MB", Megabytes(static_cast<double>(c.entries * c.entry_bytes)), 1);
   if (c.kind == Kind::kOpenCrash) {
@@ -1568,7 +1571,7 @@ absl::Status CheckOpened(const Case& c, const TimedOpen& open, bool expect_clean
   return absl::OkStatus();
 }
 
-absl::StatusOr<Report> RunOpenCleanCase(Context& ctx, const Case& c) {
+absl::StatusOr<ResultLine> RunOpenCleanCase(Context& ctx, const Case& c) {
   CAIRN_ASSIGN_OR_RETURN(std::string dir, BuildStore(ctx, c, /*take=*/false));
   CAIRN_ASSIGN_OR_RETURN(CacheState cache, PrepareCache(ctx, dir, /*metadata_too=*/true));
   CAIRN_ASSIGN_OR_RETURN(TimedOpen open, TimeOpen(ctx, dir));
@@ -1616,7 +1619,7 @@ absl::StatusOr<Report> RunOpenCleanCase(Context& ctx, const Case& c) {
   _exit(0);
 }
 
-absl::StatusOr<Report> RunOpenCrashCase(Context& ctx, const Case& c) {
+absl::StatusOr<ResultLine> RunOpenCrashCase(Context& ctx, const Case& c) {
   const std::string how = absl::GetFlag(FLAGS_crash);
   if (how != "sigkill" && how != "exit") {
     return absl::InvalidArgumentError("--crash must be sigkill or exit");
@@ -1731,7 +1734,7 @@ absl::StatusOr<AppendOutcome> RocksAppends(rocksdb::DB& db, const Case& c, const
 
 // The same case against RocksDB: appends (and, for a catch-up case, a cold read of everything
 // in key order). The ratios compare the cairn case of this run with it.
-absl::StatusOr<Report> RunRocksCase(Context& ctx, const Case& c) {
+absl::StatusOr<ResultLine> RunRocksCase(Context& ctx, const Case& c) {
   const std::string dir = ctx.root + "/" + c.name + "-rocksdb";
   RemoveTree(dir);
   CAIRN_RETURN_IF_ERROR(MakeDirectory(dir));
@@ -1743,7 +1746,7 @@ absl::StatusOr<Report> RunRocksCase(Context& ctx, const Case& c) {
     const rocksdb::Status closed = db->Close();
     if (!closed.ok()) return absl::InternalError("rocksdb: " + closed.ToString());
   }
-  Headline h = AppendHeadline(c, appended);
+  ResultHeadline h = AppendHeadline(c, appended);
   h.system = "rocksdb";
   std::optional<double> read_mb_per_s;
   std::optional<CacheState> cache;
@@ -1768,7 +1771,7 @@ absl::StatusOr<Report> RunRocksCase(Context& ctx, const Case& c) {
     read_mb_per_s = Megabytes(static_cast<double>(bytes)) / seconds;
     h.read_mb_per_s = read_mb_per_s;
   }
-  Report r(h);
+  ResultLine r(h);
   AddSetup(r, ctx, c);
   // RocksDB has no asynchronous write: its appenders block, and without sync its WAL reaches
   // the page cache only, where cairn's async appends reach the device.
@@ -1787,7 +1790,7 @@ absl::StatusOr<Report> RunRocksCase(Context& ctx, const Case& c) {
 #endif  // CAIRN_BENCH_ROCKSDB
 // ---- compaction -------------------------------------------------------------------------------
 
-absl::StatusOr<Report> RunCompactionCase(Context& ctx, const Case& c, const std::string& dir) {
+absl::StatusOr<ResultLine> RunCompactionCase(Context& ctx, const Case& c, const std::string& dir) {
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStore(ctx, dir, c.durability));
   LocalMetadataOptions meta;
   meta.dir = dir + "/meta";
@@ -1858,9 +1861,9 @@ absl::StatusOr<Report> RunCompactionCase(Context& ctx, const Case& c, const std:
   // The input: the payload of every entry the pass covered (the stream had no compacted part).
   const double input_mb = Megabytes(static_cast<double>(pass.input_entries * c.entry_bytes));
   const double input_mb_per_s = input_mb / seconds;
-  Headline h = AppendHeadline(c, appended);
+  ResultHeadline h = AppendHeadline(c, appended);
   h.read_mb_per_s = input_mb_per_s;
-  Report r(h);
+  ResultLine r(h);
   AddSetup(r, ctx, c);
   AddCacheFields(r, cache);
   r.Int("key_space", static_cast<int64_t>(c.key_space));
@@ -1876,14 +1879,14 @@ absl::StatusOr<Report> RunCompactionCase(Context& ctx, const Case& c, const std:
   return r;
 }
 
-absl::StatusOr<Report> RunCase(Context& ctx, const Case& c) {
+absl::StatusOr<ResultLine> RunCase(Context& ctx, const Case& c) {
   if (IsRaw(c.kind)) return RunRawCase(ctx, c);
   if (IsOpen(c.kind)) {
     return c.kind == Kind::kOpenClean ? RunOpenCleanCase(ctx, c) : RunOpenCrashCase(ctx, c);
   }
   const std::string dir = ctx.root + "/" + c.name;
   RemoveTree(dir);
-  absl::StatusOr<Report> report;
+  absl::StatusOr<ResultLine> report;
   switch (c.kind) {
     case Kind::kAppend:
       report = RunAppendCase(ctx, c, dir);
@@ -2005,7 +2008,8 @@ int Main(int argc, char** argv) {
   };
   absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(kUsage);
-  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  // --help is a request, not an error: it exits 0.
+  const std::vector<char*> positional = internal::ParseCommandLineForTool(argc, argv);
   if (positional.size() > 1) {
     std::fprintf(stderr, "cairn-bench: unexpected argument '%s' (see --help)\n", positional[1]);
     return 2;
@@ -2084,7 +2088,7 @@ int Main(int argc, char** argv) {
   PeakMemory memory;
   for (const Case& c : *cases) {
     memory.Reset();
-    absl::StatusOr<Report> report = RunCase(ctx, c);
+    absl::StatusOr<ResultLine> report = RunCase(ctx, c);
     if (!report.ok()) {
       std::fprintf(stderr, "cairn-bench: error: %s: %s\n", c.name.c_str(),
                    report.status().ToString().c_str());
@@ -2098,7 +2102,7 @@ int Main(int argc, char** argv) {
 #ifdef CAIRN_BENCH_ROCKSDB
     if (absl::GetFlag(FLAGS_rocksdb) && RocksComparable(c)) {
       memory.Reset();
-      absl::StatusOr<Report> rocks = RunRocksCase(ctx, c);
+      absl::StatusOr<ResultLine> rocks = RunRocksCase(ctx, c);
       if (!rocks.ok()) {
         std::fprintf(stderr, "cairn-bench: error: %s (rocksdb): %s\n", c.name.c_str(),
                      rocks.status().ToString().c_str());

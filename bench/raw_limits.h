@@ -38,7 +38,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "bench/histogram.h"
+#include "src/util/latency_histogram.h"
 #include "cairn/io.h"
 
 namespace cairn::bench {
@@ -47,7 +47,7 @@ struct RawResult {
   uint64_t operations = 0;
   uint64_t bytes = 0;
   double seconds = 0;
-  LatencyHistogram latency_ns;  // One sample per operation: enqueue to completion.
+  internal::LatencyHistogram latency_ns;  // One sample per operation: enqueue to completion.
 };
 
 struct SequentialOptions {
@@ -89,7 +89,7 @@ struct SteadyRoundsOptions {
 };
 struct SteadyRoundsResult {
   RawResult messages;          // One sample per message: arrival to its round's end.
-  LatencyHistogram rounds_ns;  // One sample per round: write start to sync end.
+  internal::LatencyHistogram rounds_ns;  // One sample per round: write start to sync end.
   double slow_round_seconds = 0;  // Spent in rounds over kSlowRoundNs.
   static constexpr uint64_t kSlowRoundNs = 2'000'000;
 };

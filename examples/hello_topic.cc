@@ -25,6 +25,10 @@ int Fail(std::string_view what, const absl::Status& status) {
 
 int main(int argc, char** argv) {
   using cairn::net::Client;
+  if (argc == 2 && (std::string_view(argv[1]) == "-h" || std::string_view(argv[1]) == "--help")) {
+    std::printf("usage: hello_topic [HOST:PORT]\n");
+    return 0;  // A request, not an error.
+  }
   if (argc > 2 || (argc == 2 && std::string_view(argv[1]).starts_with("-"))) {
     std::fprintf(stderr, "usage: hello_topic [HOST:PORT]\n");
     return 2;

@@ -8,7 +8,7 @@
 #   scripts/reliability.sh [--long] [BUILD_DIR]   (default build/, which must hold test/cairn_tests)
 #
 #   default   >= 10,000 crash states and >= 200 kills: a few minutes on two cores
-#   --long    >= 1,000,000 crash states and >= 10,000 kills: 1 to 1.5 hours on two cores
+#   --long    >= 1,000,000 crash states and >= 10,000 kills: 2 to 3 hours on two cores
 #
 # Each randomized step starts from a fresh seed, printed in its log (replay: CAIRN_TEST_SEED=...).
 # Logs go to BUILD_DIR/reliability/.

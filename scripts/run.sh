@@ -9,9 +9,10 @@
 #   scripts/run.sh --quickstart           the embedded quickstart instead (no network)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-case "${1:-}" in -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 "$root/scripts/setup.sh"
-cmake -S "$root" -B "$root/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# The same configuration as scripts/test.sh, so that either reuses what the other built.
+"$root/scripts/configure.sh" "$root/build" >/dev/null
 if [ "${1:-}" = "--quickstart" ]; then
   cmake --build "$root/build" -j "$(nproc)" --target quickstart
   exec "$root/build/examples/quickstart" "${2:-$root/build/quickstart-data}"

@@ -5,6 +5,7 @@
 #
 #   scripts/setup.sh            build + test dependencies
 #   scripts/setup.sh --fuzz     also clang and its runtime (libFuzzer, sanitizers)
+#   scripts/setup.sh --clang    also clang (Debian 12's clang 14), for the thread-safety build
 set -euo pipefail
 
 packages=(
@@ -16,6 +17,7 @@ packages=(
 for arg in "$@"; do
   case "$arg" in
     --fuzz) packages+=(clang libclang-rt-14-dev) ;;
+    --clang) packages+=(clang) ;;
     -h|--help)
       sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
       exit 0 ;;

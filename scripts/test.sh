@@ -9,7 +9,12 @@
 #   scripts/test.sh --tsan       ThreadSanitizer build in build-tsan/, every test but the install
 #                                tests, linked against a Cap'n Proto built with ThreadSanitizer
 #                                (scripts/capnp_tsan.sh, into build-tsan/deps/)
-#   scripts/test.sh --long       as the first, with the long reliability run (1 to 1.5 hours)
+#   scripts/test.sh --long       as the first, with the long reliability run (2 to 3 hours)
+#   scripts/test.sh --thread-safety
+#                                compiles the tree (library, network shell, tests, examples; no
+#                                benchmarks) with clang into build-clang/, with clang's
+#                                -Wthread-safety lock-annotation analysis and every warning an
+#                                error; runs no test
 #
 # Extra arguments after -- go to ctest (e.g. -- -R fault); the reliability suite then does not run.
 set -euo pipefail
@@ -22,21 +27,27 @@ while [ $# -gt 0 ]; do
     --sanitize) mode=asan ;;
     --tsan) mode=tsan ;;
     --long) reliability+=(--long) ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --thread-safety) mode=thread-safety ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --) shift; ctest_args=("$@"); reliability=(); break ;;
     *) echo "test.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
   shift
 done
 
-"$root/scripts/setup.sh"
+if [ "$mode" = thread-safety ]; then
+  "$root/scripts/setup.sh" --clang
+else
+  "$root/scripts/setup.sh"
+fi
 
 jobs=$(nproc)
 common=(-G Ninja -DCAIRN_WERROR=ON)
 case "$mode" in
   release)
     build="$root/build"
-    cmake -S "$root" -B "$build" "${common[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo ;;
+    # The configuration scripts/run.sh uses too, so that neither rebuilds what the other built.
+    "$root/scripts/configure.sh" "$build" ;;
   asan)
     build="$root/build-asan"
     cmake -S "$root" -B "$build" "${common[@]}" -DCMAKE_BUILD_TYPE=Debug \
@@ -50,9 +61,20 @@ case "$mode" in
       -DCAIRN_SANITIZE=thread -DCAIRN_BUILD_BENCH=OFF -DCAIRN_BUILD_NET=ON \
       -DCMAKE_PREFIX_PATH="$capnp" -DCapnProto_DIR="$capnp/lib/cmake/CapnProto"
     ctest_args=(-LE install "${ctest_args[@]}") ;;
+  thread-safety)
+    # Only compiled: the analysis is the check. No optimization and no debug information, which
+    # nothing here would use, keep this CI step short.
+    build="$root/build-clang"
+    CC=clang CXX=clang++ cmake -S "$root" -B "$build" "${common[@]}" -DCMAKE_BUILD_TYPE=Debug \
+      -DCMAKE_C_FLAGS_DEBUG=-O0 -DCMAKE_CXX_FLAGS_DEBUG=-O0 -DCAIRN_THREAD_SAFETY=ON \
+      -DCAIRN_BUILD_BENCH=OFF ;;
 esac
 
 cmake --build "$build" -j "$jobs"
+if [ "$mode" = thread-safety ]; then
+  echo "test.sh: the tree compiles with clang's -Wthread-safety and -Werror ($build)"
+  exit 0
+fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-suppressions=$root/test/tsan_suppressions.txt}

@@ -5,12 +5,16 @@
 //
 //   CompactionOptions options;
 //   options.delete_retention = std::chrono::hours(24);
-//   CAIRN_ASSIGN_OR_RETURN(auto compactor, Compactor::Open(&store, &metadata, stream.get(),
-//                                                          options));
-//   CAIRN_RETURN_IF_ERROR(compactor->Start());          // background passes, by dirty ratio
-//   CAIRN_ASSIGN_OR_RETURN(CompactionResult r, compactor->CompactNow());  // or on demand
-//   CAIRN_ASSIGN_OR_RETURN(auto reader, compactor->NewReader());
-//   CAIRN_ASSIGN_OR_RETURN(CompactedReadResult read, reader->Read(0));
+//   absl::StatusOr<std::unique_ptr<Compactor>> compactor =
+//       Compactor::Open(&store, &metadata, stream.get(), options);
+//   if (!compactor.ok()) return compactor.status();
+//   absl::Status started = (*compactor)->Start();  // background passes, by dirty ratio
+//   if (!started.ok()) return started;
+//   absl::StatusOr<CompactionResult> pass = (*compactor)->CompactNow();  // or on demand
+//   if (!pass.ok()) return pass.status();
+//   absl::StatusOr<std::unique_ptr<CompactedReader>> reader = (*compactor)->NewReader();
+//   if (!reader.ok()) return reader.status();
+//   absl::StatusOr<CompactedReadResult> read = (*reader)->Read(0);
 //
 // The view is the compacted part (offsets below the *horizon*, stored in the compactor's own
 // ledgers) followed by the live tail of the stream (offsets from the horizon on). Within the

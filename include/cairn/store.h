@@ -5,12 +5,15 @@
 //
 //   StoreOptions options;
 //   options.data_dirs = {"/var/lib/app/log"};
-//   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, Store::Open(options));
-//   CAIRN_ASSIGN_OR_RETURN(uint64_t ledger, store->CreateLedger());
-//   CAIRN_ASSIGN_OR_RETURN(auto writer, store->OpenWriter(ledger));
+//   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(options);
+//   if (!store.ok()) return store.status();
+//   absl::StatusOr<uint64_t> ledger = (*store)->CreateLedger();
+//   if (!ledger.ok()) return ledger.status();
+//   absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = (*store)->OpenWriter(*ledger);
+//   if (!writer.ok()) return writer.status();
 //   BatchBuilder batch;
 //   batch.Add({.value = "hello", .timestamp_us = now});
-//   CAIRN_ASSIGN_OR_RETURN(AppendResult ids, writer->Append(batch));  // durable when it returns
+//   absl::StatusOr<AppendResult> ids = (*writer)->Append(batch);  // durable when it returns
 //
 // The on-disk layout, the durability argument and recovery are described in docs/storage.md.
 #pragma once

@@ -4,10 +4,13 @@
 // with one contiguous 64-bit offset space; appends return offsets, reads go by offset or time,
 // named cursors remember what consumers acknowledged, and retention deletes old ledgers whole.
 //
-//   Streams streams(&store, &metadata);                 // a LedgerSet and a MetadataStore
-//   CAIRN_ASSIGN_OR_RETURN(auto stream, streams.Create("orders"));
-//   CAIRN_ASSIGN_OR_RETURN(StreamAppendResult at, stream->Append(batch));  // offsets
-//   CAIRN_ASSIGN_OR_RETURN(auto cursor, stream->OpenCursor("billing", StartPosition::Earliest()));
+//   Streams streams(&store, &metadata);  // a LedgerSet and a MetadataStore
+//   absl::StatusOr<std::unique_ptr<Stream>> stream = streams.Create("orders");
+//   if (!stream.ok()) return stream.status();
+//   absl::StatusOr<StreamAppendResult> at = (*stream)->Append(batch);  // offsets
+//   if (!at.ok()) return at.status();
+//   absl::StatusOr<std::unique_ptr<Cursor>> cursor =
+//       (*stream)->OpenCursor("billing", StartPosition::Earliest());
 //
 // The layer is written against LedgerSet and MetadataStore only, so the same code runs over a
 // local Store and over ledgers served by store nodes. docs/streams.md describes the metadata,

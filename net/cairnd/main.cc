@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "cairn/io.h"
@@ -33,6 +32,7 @@
 #include "net/store_node/store_node.h"
 #include "net/store_node/store_node_metrics.h"
 #include "net/store_node/thread_pool.h"
+#include "src/util/command_line.h"
 
 ABSL_FLAG(std::string, data_dir, "", "store: directory of the store's ledgers (required)");
 ABSL_FLAG(
@@ -508,8 +508,9 @@ int main(int argc, char** argv) {
   }
   std::vector<char*> rewritten;
   for (std::string& arg : spelled) rewritten.push_back(arg.data());
-  std::vector<char*> args =
-      absl::ParseCommandLine(static_cast<int>(rewritten.size()), rewritten.data());
+  // --help is a request, not an error: it exits 0.
+  std::vector<char*> args = cairn::internal::ParseCommandLineForTool(
+      static_cast<int>(rewritten.size()), rewritten.data());
   if (args.size() < 2) {
     std::fprintf(stderr, "cairnd: a command is needed\n\n%s\n", cairn::net::kUsage);
     return 2;

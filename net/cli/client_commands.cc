@@ -31,8 +31,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "bench/histogram.h"
-#include "bench/report.h"
 #include "cairn/metadata.h"
 #include "cairn/net/client.h"
 #include "cairn/store.h"
@@ -40,6 +38,8 @@
 #include "command.h"
 #include "flags.h"
 #include "json.h"
+#include "src/util/latency_histogram.h"
+#include "src/util/result_line.h"
 
 namespace cairn::cli {
 namespace {
@@ -460,7 +460,7 @@ double ProcessCpuSeconds() {
 // `perf produce`'s CPU figures: what this process spent per acknowledged message, and in cores
 // (CPU seconds per second of the run). Through a proxy that is the client's share alone (the
 // daemon's is its own process's); embedded it is everything, store included.
-void ReportCpu(bench::Report& report, double cpu_seconds, double seconds, uint64_t messages) {
+void ReportCpu(internal::ResultLine& report, double cpu_seconds, double seconds, uint64_t messages) {
   report.Number("cpu_ns_per_msg", messages > 0 ? cpu_seconds * 1e9 / static_cast<double>(messages) : 0,
                 1);
   report.Number("cpu_cores", seconds > 0 ? cpu_seconds / seconds : 0, 2);
@@ -825,7 +825,7 @@ int RunPerfEmbedded(const char* kCommand, const std::string& dir) {
     for (char& c : value) c = static_cast<char>('a' + random() % 26);
 
     // Completions run on the store's I/O thread, one at a time.
-    bench::LatencyHistogram latency_ns;
+    internal::LatencyHistogram latency_ns;
     std::atomic<uint64_t> acked{0}, failed{0};
     BatchBuilder batch;
     std::vector<Clock::time_point> sampled_sends;  // of the open batch's sampled messages
@@ -874,7 +874,7 @@ int RunPerfEmbedded(const char* kCommand, const std::string& dir) {
     const double seconds = Seconds(Clock::now() - start);
     const double cpu_seconds = ProcessCpuSeconds() - cpu_start;
     const double per_s = seconds > 0 ? static_cast<double>(acked.load()) / seconds : 0;
-    bench::Report report({.system = "cairn",
+    internal::ResultLine report({.system = "cairn",
                           .messages = acked.load(),
                           .message_bytes = size,
                           .batch = batch_messages,
@@ -946,10 +946,10 @@ int RunPerfProduce() {
   // Callbacks run on the client's one network thread: the histogram needs no lock. Whole cache
   // lines, apart from the sending thread's variables (see SendTally).
   struct alignas(kCacheLineBytes) Acks {
-    bench::LatencyHistogram latency_ns;
+    internal::LatencyHistogram latency_ns;
     SendTally tally;
   } acks;
-  bench::LatencyHistogram& latency_ns = acks.latency_ns;
+  internal::LatencyHistogram& latency_ns = acks.latency_ns;
   SendTally& tally = acks.tally;
   std::atomic<uint64_t> sent{0};
   const WallClock wall_clock;
@@ -1016,7 +1016,7 @@ int RunPerfProduce() {
                          : estimated ? tally.acknowledged() * kLatencySampleEvery
                                      : sent.load();
   const double per_s = seconds > 0 ? static_cast<double>(acked) / seconds : 0;
-  bench::Report report({.system = "cairn",
+  internal::ResultLine report({.system = "cairn",
                         .messages = acked,
                         .message_bytes = size,
                         .batch = options.max_batch_messages,
@@ -1062,7 +1062,7 @@ int RunPerfConsume() {
   absl::StatusOr<std::unique_ptr<Consumer>> consumer = Subscribe(**client, options);
   if (!consumer.ok()) return Fail(kCommand, consumer.status());
 
-  bench::LatencyHistogram latency_ns;  // from the message's timestamp to its receipt
+  internal::LatencyHistogram latency_ns;  // from the message's timestamp to its receipt
   std::atomic<uint64_t> received{0};
   std::atomic<uint64_t> bytes{0};
   const WallClock wall_clock;
@@ -1111,7 +1111,7 @@ int RunPerfConsume() {
   const uint64_t count = received.load();
   const double per_s = seconds > 0 ? static_cast<double>(count) / seconds : 0;
   const double mb_per_s = seconds > 0 ? static_cast<double>(bytes.load()) / 1e6 / seconds : 0;
-  bench::Report report({.system = "cairn",
+  internal::ResultLine report({.system = "cairn",
                         .messages = count,
                         .message_bytes = count > 0 ? bytes.load() / count : 0,
                         .batch = 1,

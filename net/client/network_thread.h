@@ -31,7 +31,7 @@ namespace cairn::net {
 
 class PreciseTimer;
 
-class NetworkThread : public kj::TaskSet::ErrorHandler {
+class NetworkThread final : public kj::TaskSet::ErrorHandler {
  public:
   // Starts the thread and its event loop. `what` names the client in messages ("the remote
   // ledger client"); failed background tasks are logged to `log`.

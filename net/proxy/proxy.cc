@@ -108,7 +108,8 @@ constexpr size_t kRateSamples = 6;
 // Held by a shared_ptr (ProxyServer::Impl's) and kept alive by every capability that refers to
 // it: Cap'n Proto may hold a capability in a detached promise until the event loop itself goes,
 // after the ProxyServer, and the capabilities' destructors update the service.
-struct Service : public kj::TaskSet::ErrorHandler, public std::enable_shared_from_this<Service> {
+struct Service final : public kj::TaskSet::ErrorHandler,
+                       public std::enable_shared_from_this<Service> {
   Service(LedgerSet* ledgers, MetadataStore* metadata, const ProxyOptions& options)
       : options(options),
         broker(ledgers, metadata,

@@ -7,7 +7,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <type_traits>
@@ -16,6 +15,7 @@
 
 #include "kj/async.h"
 #include "kj/function.h"
+#include "src/util/mutex.h"
 
 namespace cairn::net::internal {
 
@@ -29,17 +29,17 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   // Queues `task`. After Stop() the task is dropped without running.
-  void Submit(kj::Function<void()> task);
+  void Submit(kj::Function<void()> task) ABSL_LOCKS_EXCLUDED(mu_);
   // Runs the tasks already queued, then joins the threads.
-  void Stop();
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  void Work();
+  void Work() ABSL_LOCKS_EXCLUDED(mu_);
 
-  std::mutex mu_;
+  cairn::internal::Mutex mu_;
   std::condition_variable wake_;
-  std::deque<kj::Function<void()>> tasks_;  // guarded by mu_
-  bool stopping_ = false;                   // guarded by mu_
+  std::deque<kj::Function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

@@ -5,14 +5,19 @@
 //
 //   ClientOptions options;
 //   options.address = "127.0.0.1:7020";
-//   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, Client::Connect(options));
-//   CAIRN_RETURN_IF_ERROR(client->CreateTopic("orders", {.partitions = 4}));
-//   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Producer> producer, client->CreateProducer("orders"));
-//   producer->SendAsync({.key = "k", .value = "v"}, [](absl::StatusOr<MessageId> id) { ... });
-//   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Consumer> consumer,
-//                          client->Subscribe("orders", {.subscription = "billing"}));
-//   CAIRN_ASSIGN_OR_RETURN(std::optional<Message> m, consumer->Receive(std::chrono::seconds(1)));
-//   if (m) CAIRN_RETURN_IF_ERROR(consumer->Ack(*m));
+//   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+//   if (!client.ok()) return client.status();
+//   absl::Status created = (*client)->CreateTopic("orders", {.partitions = 4});
+//   if (!created.ok()) return created;
+//   absl::StatusOr<std::unique_ptr<Producer>> producer = (*client)->CreateProducer("orders");
+//   if (!producer.ok()) return producer.status();
+//   (*producer)->SendAsync({.key = "k", .value = "v"}, [](absl::StatusOr<MessageId> id) { ... });
+//   absl::StatusOr<std::unique_ptr<Consumer>> consumer =
+//       (*client)->Subscribe("orders", {.subscription = "billing"});
+//   if (!consumer.ok()) return consumer.status();
+//   absl::StatusOr<std::optional<Message>> m = (*consumer)->Receive(std::chrono::seconds(1));
+//   if (!m.ok()) return m.status();
+//   if (m->has_value()) return (*consumer)->Ack((*m)->id);
 //
 // Delivery guarantees. A send is acknowledged (its callback gets a MessageId) once the proxy's
 // store acknowledged it: durable when the store runs with sync durability. After a lost

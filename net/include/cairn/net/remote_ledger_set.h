@@ -5,8 +5,9 @@
 //
 //   RemoteLedgerSetOptions options;
 //   options.address = "127.0.0.1:7010";
-//   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteLedgerSet> ledgers,
-//   RemoteLedgerSet::Connect(options)); Streams streams(ledgers.get(), metadata.get());
+//   absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> ledgers = RemoteLedgerSet::Connect(options);
+//   if (!ledgers.ok()) return ledgers.status();
+//   Streams streams(ledgers->get(), metadata.get());
 //
 // Errors are the store's own: the node sends the absl::Status it got and the client returns it
 // with the same code and message. A lost connection makes every call fail with kUnavailable;

@@ -6,9 +6,9 @@
 //
 //   RemoteMetadataStoreOptions options;
 //   options.address = "127.0.0.1:7010";
-//   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<MetadataStore> metadata,
-//                          ConnectMetadataStore(options));
-//   Streams streams(ledgers.get(), metadata.get());
+//   absl::StatusOr<std::unique_ptr<MetadataStore>> metadata = ConnectMetadataStore(options);
+//   if (!metadata.ok()) return metadata.status();
+//   Streams streams(ledgers.get(), metadata->get());
 //
 // Semantics are the hosted store's, with its codes and messages: kAborted on a version mismatch,
 // kNotFound, kInvalidArgument for an empty or oversize key or value (refused here before

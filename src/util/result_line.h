@@ -1,6 +1,7 @@
 // Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
 //
-// One result line of cairn-bench. Every line starts with the fields DESIGN.md fixes, in its order:
+// One result line of cairn-bench and of `cairn perf`. Every line starts with these fields, in this
+// order, so that lines from any run, case, tool or system compare field by field:
 //
 //   system=<cairn|raw> case=<msgs>x<size>B batch=<B> sync=<0|1> append_msgs_per_s=..
 //   append_MB_per_s=.. p50_us=.. p99_us=.. read_MB_per_s=..
@@ -19,10 +20,10 @@
 
 #include "absl/strings/str_format.h"
 
-namespace cairn::bench {
+namespace cairn::internal {
 
 // The fields every line starts with. MB is 10^6 bytes.
-struct Headline {
+struct ResultHeadline {
   std::string system;  // "cairn" or "raw"
   uint64_t messages = 0;
   uint64_t message_bytes = 0;
@@ -35,9 +36,9 @@ struct Headline {
   std::optional<double> read_mb_per_s;
 };
 
-class Report {
+class ResultLine {
  public:
-  explicit Report(const Headline& h) {
+  explicit ResultLine(const ResultHeadline& h) {
     Text("system", h.system);
     Text("case", absl::StrFormat("%dx%dB", h.messages, h.message_bytes));
     Int("batch", static_cast<int64_t>(h.batch));
@@ -114,4 +115,4 @@ class Report {
   std::vector<Field> fields_;
 };
 
-}  // namespace cairn::bench
+}  // namespace cairn::internal

@@ -11,6 +11,8 @@
 //
 // Fixed size (kBuckets counters, about 30 KiB), no allocation after construction, so recording is
 // a few instructions. Not thread-safe: give each thread its own histogram and Merge() them.
+//
+// Used by cairn-bench and by `cairn perf`, so that both report latencies the same way.
 #pragma once
 
 #include <algorithm>
@@ -21,7 +23,7 @@
 #include <cstdint>
 #include <limits>
 
-namespace cairn::bench {
+namespace cairn::internal {
 
 class LatencyHistogram {
  public:
@@ -109,4 +111,4 @@ class LatencyHistogram {
   uint64_t max_ = 0;
 };
 
-}  // namespace cairn::bench
+}  // namespace cairn::internal
