@@ -56,8 +56,16 @@ echo "== cairn topics stats demo"
 "$cairn" topics stats demo --proxy "$address"
 
 if $stop; then
-  cleanup
+  # A clean stop exits with status 0 (docs/network.md); anything else fails the demo.
   trap - EXIT
+  kill -TERM "$pid"
+  status=0
+  wait "$pid" || status=$?
+  if [ "$status" -ne 0 ]; then
+    cat "$log" >&2
+    echo "demo: cairnd exited with status $status after SIGTERM" >&2
+    exit 1
+  fi
   echo "== stopped cairnd standalone"
   exit 0
 fi

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
@@ -26,6 +27,17 @@ TempDir::~TempDir() {
   std::error_code ignored;
   std::filesystem::remove_all(path_, ignored);
 }
+
+namespace {
+std::atomic<bool> skipped{false};
+}  // namespace
+
+void Skip(std::string_view reason) {
+  WARN("SKIPPED: " << reason);
+  skipped.store(true);
+}
+
+bool AnySkipped() { return skipped.load(); }
 
 std::vector<std::string> AllFileSystemKinds() {
   return {"io_uring", "posix", "memory", "fault(memory)", "fault(posix)"};

@@ -59,6 +59,17 @@ uint64_t TestSeed();
 // $name as a positive count if set (a test's size: seeds, cycles), else `fallback`.
 uint64_t EnvCount(const char* name, uint64_t fallback);
 
+// ---- skipping -----------------------------------------------------------------------------------
+// Catch2 v2 has no SKIP. A test case that cannot run here (no root to mount a file system, a
+// file system that refuses O_DIRECT) calls Skip with the reason and returns. The reason is
+// printed as a warning, and the test binary (test/main.cc) then exits with kSkipExitCode
+// instead of 0, unless an assertion failed: ctest, which runs one test case per process and
+// sets SKIP_RETURN_CODE, reports the test as skipped rather than passed.
+inline constexpr int kSkipExitCode = 77;
+void Skip(std::string_view reason);
+// Whether a test case of this run called Skip.
+bool AnySkipped();
+
 // ---- reliability figures ------------------------------------------------------------------------
 // Process-wide counters of what the crash and fault tests executed, so that a run can state its
 // figures. The names in use:

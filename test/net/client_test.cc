@@ -9,6 +9,9 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -1063,6 +1066,160 @@ TEST_CASE("client: a proxy killed and restarted mid-stream loses no acknowledged
   CHECK(missing == 0);
   REQUIRE(consumer->Close().ok());
   REQUIRE((*producer)->Close().ok());
+}
+
+// ---- cairnd store killed under a cairnd proxy ---------------------------------------------------
+
+// Split mode: `cairnd store` and `cairnd proxy` as two processes. The store node is killed with
+// SIGKILL while producers send through the proxy, and restarted on the same directory and port.
+// Sends in flight at the proxy then fail with kUnavailable (the proxy's own error: the client
+// does not resend it, since it may have taken effect), and so do sends until the proxy notices
+// the loss; it then closes its clients' connections and serves again once the node answers
+// (docs/network.md), and the producers carry on. So: every send is answered (a hang fails the
+// test), each with an acknowledgement or kUnavailable; the producers resume; every acknowledged
+// message is stored exactly once, at the offset its answer gave; no message is stored twice
+// (a failed send is stored at most once); nothing else is stored.
+TEST_CASE("client: a store node killed under load in split mode loses no acknowledged message "
+          "and stores none twice",
+          "[net][client][daemon]") {
+  TempDir dir;
+  const std::string data_dir = dir.path() + "/store";
+  auto store = std::make_unique<cairn::net::testing::Daemon>(data_dir, dir.path() + "/store-1.log");
+  const std::string store_port = std::to_string(store->port());
+  cairn::net::testing::Daemon proxy({"proxy", "--store", store->address(), "--listen",
+                                     "127.0.0.1:0", "--metrics-listen", "none"},
+                                    dir.path() + "/proxy.log");
+  ClientOptions options;
+  options.address = proxy.address();
+  options.log = NullLog();
+  options.reconnect_timeout = std::chrono::seconds(30);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  REQUIRE(client.ok());
+  REQUIRE((*client)->CreateTopic("k", Partitions(2)).ok());
+
+  constexpr int kProducers = 2;
+  std::mutex mu;
+  std::map<std::string, MessageId> acknowledged;  // value -> where its answer says it is
+  std::map<std::string, absl::Status> failed;     // value -> the error
+  std::atomic<int> sent{0}, answered{0}, acknowledged_after_restart{0};
+  std::atomic<bool> restarted{false}, stop{false};
+  std::vector<std::unique_ptr<Producer>> producers;
+  for (int p = 0; p < kProducers; ++p) {
+    absl::StatusOr<std::unique_ptr<Producer>> producer =
+        (*client)->CreateProducer("k", BatchOf(20));
+    REQUIRE(producer.ok());
+    producers.push_back(*std::move(producer));
+  }
+  std::promise<void> all_answered;
+  std::future<void> all_answered_future = all_answered.get_future();
+  std::atomic<int> producing_left{kProducers};
+  std::vector<std::thread> producing;
+  for (int p = 0; p < kProducers; ++p) {
+    producing.emplace_back([&, p] {
+      for (int i = 0; !stop.load(); ++i) {
+        std::string value = "p" + std::to_string(p) + "-" + std::to_string(i);
+        sent.fetch_add(1);
+        producers[p]->SendAsync(Value(value), [&, value](absl::StatusOr<MessageId> id) {
+          std::lock_guard lock(mu);
+          if (id.ok()) {
+            acknowledged[value] = *id;
+            if (restarted.load()) acknowledged_after_restart.fetch_add(1);
+          } else {
+            failed[value] = id.status();
+          }
+          answered.fetch_add(1);
+        });
+        if (i % 10 == 0) std::this_thread::sleep_for(milliseconds(1));  // A steady load.
+      }
+      producers[p]->Flush().IgnoreError();  // Failures are counted by the callbacks.
+      if (producing_left.fetch_sub(1) == 1) all_answered.set_value();
+    });
+  }
+
+  // Stops the producers and waits for every send to be answered, within the reconnect timeout
+  // and then some; also when an assertion below ends the test early. A hang cannot be unwound
+  // (the producing threads use this frame): it is reported and ends the process.
+  auto finish_producing = [&] {
+    if (producing.empty()) return;
+    stop.store(true);
+    if (all_answered_future.wait_for(std::chrono::seconds(120)) != std::future_status::ready) {
+      std::fprintf(stderr,
+                   "client_test: the producers hung after the store node was killed: %d of %d "
+                   "sends answered\n",
+                   answered.load(), sent.load());
+      store->Kill();
+      proxy.Kill();
+      std::_Exit(1);
+    }
+    for (std::thread& thread : producing) thread.join();
+    producing.clear();
+  };
+  struct Finally {
+    std::function<void()> run;
+    ~Finally() { run(); }
+  } finally{finish_producing};
+
+  // Kill the node once a few thousand messages are answered: sends are in flight.
+  auto wait_until = [](const std::function<bool()>& done, std::chrono::seconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    return done();
+  };
+  const bool loaded = wait_until([&] { return answered.load() >= 3000; }, std::chrono::seconds(60));
+  const int answered_at_kill = answered.load();
+  store->Kill();
+  store = std::make_unique<cairn::net::testing::Daemon>(
+      data_dir, dir.path() + "/store-2.log",
+      std::vector<std::string>{"--listen", "127.0.0.1:" + store_port});
+  proxy.WaitForLog("(reconnected to store node)");
+  restarted.store(true);
+  // The producers resume: a few thousand more acknowledgements, then they stop.
+  const bool resumed = wait_until([&] { return acknowledged_after_restart.load() >= 3000; },
+                                  std::chrono::seconds(60));
+  finish_producing();
+  for (auto& producer : producers) REQUIRE(producer->Close().ok());
+
+  std::lock_guard lock(mu);
+  INFO("sent " << sent.load() << ", answered at the kill " << answered_at_kill << ", acknowledged "
+               << acknowledged.size() << " (after the restart " << acknowledged_after_restart.load()
+               << "), failed " << failed.size());
+  CHECK(loaded);
+  CHECK(resumed);
+  CHECK(answered_at_kill < sent.load());  // Killed mid-stream.
+  CHECK(acknowledged.size() + failed.size() == static_cast<size_t>(sent.load()));
+  for (const auto& [value, status] : failed) {
+    INFO(value << ": " << status.ToString());
+    CHECK(absl::IsUnavailable(status));
+  }
+
+  // Read the whole topic back.
+  std::unique_ptr<Consumer> consumer = Subscribe(**client, "k", "check");
+  std::map<std::string, std::vector<MessageId>> stored;
+  for (const Message& m : ReceiveUpTo(*consumer, sent.load(), milliseconds(5000))) {
+    stored[m.value].push_back(m.id);
+  }
+  int lost = 0, misplaced = 0, twice = 0, made_up = 0;
+  for (const auto& [value, id] : acknowledged) {
+    auto it = stored.find(value);
+    if (it == stored.end()) {
+      ++lost;
+    } else if (id.offset != kUnknownOffset && it->second.front() != id) {
+      ++misplaced;
+    }
+  }
+  for (const auto& [value, ids] : stored) {
+    twice += ids.size() > 1;
+    made_up += acknowledged.count(value) + failed.count(value) == 0;
+  }
+  CHECK(lost == 0);
+  CHECK(misplaced == 0);
+  CHECK(twice == 0);
+  CHECK(made_up == 0);
+  REQUIRE(consumer->Close().ok());
+  CHECK(proxy.Terminate() == 0);
+  CHECK(store->Terminate() == 0);
 }
 
 }  // namespace

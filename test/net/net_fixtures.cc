@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cerrno>
 #include <chrono>
 #include <fstream>
 #include <regex>
@@ -34,6 +35,25 @@ int ConnectLoopback(int port) {
   timeval timeout{.tv_sec = 10, .tv_usec = 0};
   REQUIRE(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout)) == 0);
   return fd;
+}
+
+bool ClosesAfterFrameHeader(int port, uint32_t words) {
+  const int fd = ConnectLoopback(port);
+  // The frame header: the segment count less one, then each segment's size in words.
+  const uint32_t header[2] = {0, words};
+  REQUIRE(write(fd, header, sizeof(header)) == static_cast<ssize_t>(sizeof(header)));
+  // A signal that lands in the read (a socket with a receive timeout is not restarted) is
+  // retried; a timeout (EAGAIN) means the server is still waiting for the frame.
+  char buffer[256];
+  ssize_t got;
+  int error = 0;
+  do {
+    got = read(fd, buffer, sizeof(buffer));
+    error = got < 0 ? errno : 0;
+  } while (got > 0 || error == EINTR);
+  close(fd);
+  INFO("errno " << error);
+  return got == 0;
 }
 
 int PortOf(const std::string& address) {

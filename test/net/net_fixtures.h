@@ -27,6 +27,11 @@ namespace cairn::net::testing {
 // A TCP connection to 127.0.0.1:`port` whose reads time out after 10 s, or the test fails.
 int ConnectLoopback(int port);
 
+// Connects to `port` and sends the header of a Cap'n Proto frame of one segment of `words` words
+// and nothing more. True if the server then closed the connection (an abort message may come
+// first), false if it kept waiting for the frame (the read timed out after 10 s).
+bool ClosesAfterFrameHeader(int port, uint32_t words);
+
 // A RemoteLedgerSet connected to `address`, or the test fails.
 std::unique_ptr<RemoteLedgerSet> ConnectLedgers(const std::string& address);
 

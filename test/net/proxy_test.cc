@@ -23,11 +23,13 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cairn/batch.h"
 #include "cairn/metadata.h"
 #include "cairn/net/limits.h"
 #include "cairn/store.h"
+#include "capnp/message.h"
 #include "capnp/rpc-twoparty.h"
 #include "kj/async-io.h"
 #include "net/net_status.h"
@@ -249,6 +251,41 @@ TEST_CASE("proxy: sends return offsets per partition, bad batches are refused", 
     replies.push_back(request.send());
   }
   for (size_t i = 0; i < 50; ++i) CHECK(replies[i].wait(io.waitScope).getFirstOffset() == 4u + i);
+}
+
+// The client library refuses an oversize batch before sending it, so the proxy's own check is
+// reached with a raw call: a client may send anything the frame limit lets through.
+TEST_CASE("proxy: an oversize batch is refused by the proxy itself", "[proxy]") {
+  TempDir dir;
+  ServedProxy served(dir.path());
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  RawClient c(io, served.address());
+  REQUIRE(c.CreateTopic("t", 1).ok());
+  rpc::Producer::Client producer = OpenProducer(c, "t");
+  const std::string huge(kMaxBatchBytes + 1, 'x');
+  auto request = producer.sendRequest();
+  request.setBatch(AsData(huge));
+  const absl::Status refused = c.Status(request.send());
+  INFO(refused.ToString());
+  CHECK(absl::IsInvalidArgument(refused));
+  // The proxy's own words, not the store's (which would refuse the bytes as no batch at all).
+  CHECK(
+      absl::StrContains(refused.message(), absl::StrCat("is over the limit of ", kMaxBatchBytes)));
+  // The producer goes on, and nothing of the refused batch was stored.
+  CHECK(Send(c, producer, {"a"}) == 0);
+}
+
+TEST_CASE("proxy: a frame over kMaxMessageBytes is refused from its header", "[proxy]") {
+  TempDir dir;
+  ServedProxy served(dir.path());
+  // One word over the limit (32 MiB), and under Cap'n Proto's own default (64 MiB): only the
+  // proxy's limit refuses it, without waiting for (or allocating) the frame.
+  constexpr uint32_t kWords = kMaxMessageBytes / sizeof(capnp::word) + 1;
+  REQUIRE(kWords < capnp::ReaderOptions().traversalLimitInWords);
+  CHECK(testing::ClosesAfterFrameHeader(testing::PortOf(served.address()), kWords));
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  RawClient c(io, served.address());
+  CHECK(c.CreateTopic("t", 1).ok());
 }
 
 TEST_CASE("proxy: an exclusive subscription delivers in order and resumes after acks", "[proxy]") {
