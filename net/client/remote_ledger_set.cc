@@ -283,7 +283,11 @@ class RemoteReader final : public LedgerReader {
     return result;
   }
 
-  uint64_t WaitForEntry(uint64_t entry_id, std::chrono::microseconds timeout) override {
+  // Waits in slices of at most kMaxWaitSliceUs, one call each, until the node says the entry is
+  // confirmed or the ledger sealed, or the time is up. A failed call ends the wait with its
+  // error: what the reader knew before is no answer to the question it could not ask.
+  absl::StatusOr<uint64_t> WaitForEntryOrError(uint64_t entry_id,
+                                               std::chrono::microseconds timeout) override {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
       const auto left = std::chrono::duration_cast<std::chrono::microseconds>(
@@ -298,7 +302,7 @@ class RemoteReader final : public LedgerReader {
               return ReaderPosition{response.getLastAddConfirmed(), response.getSealed()};
             });
       });
-      if (!position.ok()) return lac_.load();  // the interface has no error here
+      if (!position.ok()) return position.status();
       Remember(*position);
       const bool reached =
           position->last_add_confirmed != kNoEntry && position->last_add_confirmed >= entry_id;
@@ -306,6 +310,12 @@ class RemoteReader final : public LedgerReader {
         return position->last_add_confirmed;
       }
     }
+  }
+
+  uint64_t WaitForEntry(uint64_t entry_id, std::chrono::microseconds timeout) override {
+    absl::StatusOr<uint64_t> confirmed = WaitForEntryOrError(entry_id, timeout);
+    // The interface has no error here (LedgerReader::WaitForEntry): the last position known.
+    return confirmed.ok() ? *confirmed : lac_.load();
   }
 
   absl::StatusOr<uint64_t> SeekByTime(int64_t timestamp_us) override {

@@ -246,6 +246,36 @@ TEST_CASE("remote ledgers: WaitForEntry wakes when the entry is appended", "[net
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
 }
 
+TEST_CASE("remote ledgers: a wait on a lost connection fails instead of answering a stale LAC",
+          "[net]") {
+  ServedStore node;
+  testing::Relay relay;
+  relay.SetTarget(testing::PortOf(node.address()));
+  std::unique_ptr<RemoteLedgerSet> ledgers = ConnectLedgers(relay.address());
+  absl::StatusOr<uint64_t> id = ledgers->CreateLedger();
+  REQUIRE(id.ok());
+  absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = ledgers->OpenWriter(*id);
+  REQUIRE(writer.ok());
+  absl::StatusOr<std::unique_ptr<LedgerReader>> reader = ledgers->OpenReader(*id);
+  REQUIRE(reader.ok());
+  BatchBuilder builder;
+  Fill(builder, 0, 1);
+  REQUIRE((*writer)->Append(builder).ok());
+  absl::StatusOr<uint64_t> confirmed =
+      (*reader)->WaitForEntryOrError(0, std::chrono::milliseconds(50));
+  REQUIRE(confirmed.ok());
+  CHECK(*confirmed == 0);
+
+  // The reader knew entry 0 was confirmed; the node can no longer be asked about entry 1.
+  relay.CutAll();
+  confirmed = (*reader)->WaitForEntryOrError(1, std::chrono::seconds(2));
+  INFO((confirmed.ok() ? "answered " + std::to_string(*confirmed)
+                       : confirmed.status().ToString()));
+  CHECK(absl::IsUnavailable(confirmed.status()));
+  // WaitForEntry has no error to return: the last position the reader knew.
+  CHECK((*reader)->WaitForEntry(1, std::chrono::milliseconds(50)) == 0);
+}
+
 TEST_CASE("remote ledgers: pipelined appends complete in order", "[net][concurrency]") {
   ServedStore node;
   std::unique_ptr<RemoteLedgerSet> ledgers = node.Connect();
