@@ -376,9 +376,15 @@ struct OpenedReader {
 
 class RemoteLedgerSetImpl final : public RemoteLedgerSet {
  public:
-  explicit RemoteLedgerSetImpl(std::unique_ptr<ClientLoop> loop) : loop_(std::move(loop)) {}
+  RemoteLedgerSetImpl(std::unique_ptr<ClientLoop> loop, bool acknowledged_means_durable)
+      : loop_(std::move(loop)), acknowledged_means_durable_(acknowledged_means_durable) {}
 
   const std::string& address() const override { return loop_->address(); }
+
+  // The node's answer when this client connected: its store's durability is fixed while it
+  // runs, and a node restarted with another one is a new connection (this client does not
+  // reconnect).
+  bool acknowledged_means_durable() const override { return acknowledged_means_durable_; }
 
   absl::StatusOr<uint64_t> CreateLedger(std::optional<uint64_t> id) override {
     return loop_->Call<uint64_t>([&] {
@@ -478,7 +484,23 @@ class RemoteLedgerSetImpl final : public RemoteLedgerSet {
  private:
   AppendWindow window_;  // the connection's appends in flight; outlives the loop
   std::unique_ptr<ClientLoop> loop_;
+  const bool acknowledged_means_durable_;
 };
+
+// Asks the node whether its acknowledgements are durable (StoreNode.durability). A node that
+// does not know the method predates it: false, which is always safe.
+absl::StatusOr<bool> AskDurability(ClientLoop& loop) {
+  return loop.Call<bool>([&loop] {
+    return loop.node().durabilityRequest().send().then(
+        [](capnp::Response<rpc::StoreNode::DurabilityResults> response) {
+          return response.getAcknowledgedMeansDurable();
+        },
+        [](kj::Exception&& exception) -> bool {
+          if (exception.getType() == kj::Exception::Type::UNIMPLEMENTED) return false;
+          kj::throwFatalException(kj::mv(exception));
+        });
+  });
+}
 
 }  // namespace
 
@@ -490,7 +512,9 @@ absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> RemoteLedgerSet::Connect(
                          .log = options.log,
                          .what = "remote ledger"});
   if (!loop.ok()) return loop.status();
-  return std::make_unique<RemoteLedgerSetImpl>(*std::move(loop));
+  absl::StatusOr<bool> durable = AskDurability(**loop);
+  if (!durable.ok()) return durable.status();
+  return std::make_unique<RemoteLedgerSetImpl>(*std::move(loop), *durable);
 }
 
 }  // namespace cairn::net

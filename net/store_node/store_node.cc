@@ -435,6 +435,12 @@ class StoreNodeImpl final : public rpc::StoreNode::Server {
     return kj::READY_NOW;
   }
 
+  kj::Promise<void> durability(DurabilityContext context) override {
+    // A store's durability is fixed when it opens: nothing to block on.
+    context.getResults().setAcknowledgedMeansDurable(node_.store->acknowledged_means_durable());
+    return kj::READY_NOW;
+  }
+
  private:
   Node& node_;
 };

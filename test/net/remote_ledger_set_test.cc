@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "cairn/compaction.h"
 #include "cairn/metadata.h"
 #include "cairn/net/limits.h"
 #include "cairn/store.h"
@@ -444,6 +445,57 @@ TEST_CASE("remote ledgers: streams run over them unchanged", "[net][stream]") {
   absl::StatusOr<StreamAppendResult> at = (*stream)->Append(builder);
   REQUIRE(at.ok());
   CHECK(at->first_offset == expected.size());
+  REQUIRE((*stream)->Close().ok());
+}
+
+// Appends `count` one-entry batches keyed k0, k1, k2, k0, ... to `stream`.
+void AppendKeyed(Stream& stream, int count) {
+  BatchBuilder builder;
+  for (int i = 0; i < count; ++i) {
+    builder.Reset();
+    const std::string key = "k" + std::to_string(i % 3);
+    const std::string value = "v" + std::to_string(i);
+    REQUIRE(builder.Add({.key = key, .value = value, .timestamp_us = i}).ok());
+    REQUIRE(stream.Append(builder).ok());
+  }
+}
+
+// A sync node's acknowledgements are durable: the stream's durable end, and with it a
+// compaction pass, reaches into the open ledger. An async node's stop at the last sealed one.
+TEST_CASE("remote ledgers: compaction reaches into the open ledger of a sync store node, not of "
+          "an async one",
+          "[net][stream][compaction]") {
+  const bool sync = GENERATE(true, false);
+  INFO((sync ? "sync" : "async"));
+  ServedStore node({.durability = sync ? Durability::kSync : Durability::kAsync});
+  std::unique_ptr<RemoteLedgerSet> ledgers = node.Connect();
+  CHECK(ledgers->acknowledged_means_durable() == sync);
+  TempDir metadata_dir;
+  absl::StatusOr<std::unique_ptr<MetadataStore>> metadata =
+      OpenLocalMetadataStore({.dir = metadata_dir.path() + "/meta", .log = NullLog()});
+  REQUIRE(metadata.ok());
+  Streams streams(ledgers.get(), metadata->get(), NullLog());
+  StreamOptions options;
+  options.ledger_max_entries = 10;
+  absl::StatusOr<std::unique_ptr<Stream>> stream = streams.Create("young", options);
+  REQUIRE(stream.ok());
+  // Two sealed ledgers (offsets 0..19), and 20..24 in the open one.
+  AppendKeyed(**stream, 25);
+  const uint64_t durable_end = sync ? 25 : 20;
+  CHECK((*stream)->stats().durable_end_offset == durable_end);
+
+  CompactionOptions compaction;
+  compaction.log = NullLog();
+  absl::StatusOr<std::unique_ptr<Compactor>> compactor =
+      Compactor::Open(ledgers.get(), metadata->get(), stream->get(), compaction);
+  REQUIRE(compactor.ok());
+  absl::StatusOr<CompactionResult> result = (*compactor)->CompactNow();
+  REQUIRE(result.ok());
+  CHECK(result->horizon == durable_end);
+  CHECK(result->input_entries == durable_end);
+  // The latest value of each of the three keys below the horizon.
+  CHECK(result->output_entries == 3);
+  compactor->reset();
   REQUIRE((*stream)->Close().ok());
 }
 
