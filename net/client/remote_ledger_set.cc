@@ -12,17 +12,18 @@
 #include <cstring>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "cairn/net/limits.h"
 #include "kj/debug.h"
 #include "net/client/client_loop.h"
 #include "net/net_status.h"
 #include "net/schema/store.capnp.h"
+#include "src/util/mutex.h"
 
 namespace cairn::net {
 namespace {
@@ -34,25 +35,25 @@ using internal::ClientLoop;
 class AppendWindow {
  public:
   void Acquire(uint64_t bytes) {
-    std::unique_lock lock(mu_);
+    cairn::internal::UniqueLock lock(mu_);
     // One append larger than the window may go alone.
-    room_.wait(lock, [&] {
+    room_.wait(lock.native(), [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return in_flight_bytes_ == 0 || in_flight_bytes_ + bytes <= kMaxClientInFlightBytes;
     });
     in_flight_bytes_ += bytes;
   }
   void Release(uint64_t bytes) {
     {
-      std::lock_guard lock(mu_);
+      cairn::internal::MutexLock lock(mu_);
       in_flight_bytes_ -= bytes;
     }
     room_.notify_all();
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable room_;
-  uint64_t in_flight_bytes_ = 0;
+  cairn::internal::Mutex mu_;
+  std::condition_variable room_;  // with mu_: in_flight_bytes_ shrank
+  uint64_t in_flight_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // ---- LedgerWriter ------------------------------------------------------------------------------
@@ -106,7 +107,7 @@ class RemoteWriter final : public LedgerWriter {
   absl::Status Flush() override {
     if (loop_.OnLoopThread()) return loop_.CalledFromLoop();
     WaitIdle();
-    std::lock_guard lock(mu_);
+    cairn::internal::MutexLock lock(mu_);
     return std::exchange(first_error_, absl::OkStatus());
   }
 
@@ -137,7 +138,7 @@ class RemoteWriter final : public LedgerWriter {
     const uint64_t bytes = error.ok() ? batch.size() : 0;
     window_.Acquire(bytes);
     {
-      std::lock_guard lock(mu_);
+      cairn::internal::MutexLock lock(mu_);
       ++outstanding_;
     }
     absl::Status sent = loop_.CallVoid([&] {
@@ -188,7 +189,7 @@ class RemoteWriter final : public LedgerWriter {
 
   void FinishOne(const absl::Status& status) {
     {
-      std::lock_guard lock(mu_);
+      cairn::internal::MutexLock lock(mu_);
       if (!status.ok() && first_error_.ok()) first_error_ = status;
       --outstanding_;
     }
@@ -196,19 +197,22 @@ class RemoteWriter final : public LedgerWriter {
   }
 
   void WaitIdle() {
-    std::unique_lock lock(mu_);
-    idle_.wait(lock, [&] { return outstanding_ == 0; });
+    cairn::internal::UniqueLock lock(mu_);
+    idle_.wait(lock.native(),
+               [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return outstanding_ == 0; });
   }
 
   ClientLoop& loop_;
   AppendWindow& window_;
   const uint64_t id_;
-  std::unique_ptr<WriterLoopState> state_;  // network thread only
+  std::unique_ptr<WriterLoopState> state_;  // owned by the network thread
   std::atomic<uint64_t> lac_;
-  std::mutex mu_;
-  std::condition_variable idle_;
-  uint64_t outstanding_ = 0;  // guarded by mu_: appends whose callback has not run
-  absl::Status first_error_;  // guarded by mu_
+  // Shared by the appending threads and the network thread, which runs the callbacks.
+  cairn::internal::Mutex mu_;
+  std::condition_variable idle_;  // with mu_: outstanding_ reached 0
+  // Appends whose callback has not run.
+  uint64_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status first_error_ ABSL_GUARDED_BY(mu_);
 };
 
 // ---- LedgerReader ------------------------------------------------------------------------------
@@ -273,7 +277,8 @@ class RemoteReader final : public LedgerReader {
     if (!raw.ok()) return raw.status();
     Remember({raw->last_add_confirmed, raw->sealed});
     // Verified again here: what the node read from its disk crossed a network since.
-    absl::StatusOr<ReadResult> result = ReadResult::FromBatches(id_, std::move(raw->bytes), raw->size);
+    absl::StatusOr<ReadResult> result =
+        ReadResult::FromBatches(id_, std::move(raw->bytes), raw->size);
     if (!result.ok()) return result.status();
     if (result->next_entry_id() != raw->next_entry_id) {
       return absl::DataLossError(absl::StrCat("ledger ", id_, ": a read ends before entry ",
