@@ -5,12 +5,12 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "cairn/net/limits.h"
 #include "capnp/rpc-twoparty.h"
@@ -21,6 +21,7 @@
 #include "net/store_node/metadata_service.h"
 #include "net/store_node/store_node_metrics.h"
 #include "net/store_node/thread_pool.h"
+#include "src/util/mutex.h"
 
 namespace cairn::net {
 namespace {
@@ -205,13 +206,14 @@ class LedgerWriterImpl final : public rpc::LedgerWriter::Server {
 
 // A reader is used by one thread at a time: `mu` serialises the calls that pool threads make.
 // waitForEntry uses a second reader of its own, so that a long wait never holds up a read.
+// Shared by the event loop (which creates it) and the pool threads (which use the readers).
 struct ReaderState {
   uint64_t ledger_id = 0;
   std::unique_ptr<StoreNodeMetrics::Open> open;  // counts the reader while it lives
-  std::mutex mu;
-  std::unique_ptr<LedgerReader> reader;  // guarded by mu
-  std::mutex wait_mu;
-  std::unique_ptr<LedgerReader> wait_reader;  // guarded by wait_mu; opened on first use
+  cairn::internal::Mutex mu;
+  std::unique_ptr<LedgerReader> reader ABSL_GUARDED_BY(mu);
+  cairn::internal::Mutex wait_mu;
+  std::unique_ptr<LedgerReader> wait_reader ABSL_GUARDED_BY(wait_mu);  // opened on first use
 };
 
 struct ReadReply {
@@ -239,7 +241,7 @@ class LedgerReaderImpl final : public rpc::LedgerReader::Server {
     const uint64_t from = params.getFromEntry();
     return RunBlocking(node_.blocking,
                        [state = state_, from, limits]() {
-                         std::lock_guard lock(state->mu);
+                         cairn::internal::MutexLock lock(state->mu);
                          ReadReply reply{.result = state->reader->Read(from, limits)};
                          reply.last_add_confirmed = state->reader->last_add_confirmed();
                          reply.sealed = state->reader->sealed();
@@ -268,7 +270,7 @@ class LedgerReaderImpl final : public rpc::LedgerReader::Server {
     const uint64_t timeout_us = std::min(context.getParams().getTimeoutUs(), kMaxWaitSliceUs);
     return RunBlocking(node_.waits,
                        [store = node_.store, state = state_, entry, timeout_us]() {
-                         std::lock_guard lock(state->wait_mu);
+                         cairn::internal::MutexLock lock(state->wait_mu);
                          WaitReply reply;
                          if (state->wait_reader == nullptr) {
                            absl::StatusOr<std::unique_ptr<LedgerReader>> opened =
@@ -295,7 +297,7 @@ class LedgerReaderImpl final : public rpc::LedgerReader::Server {
     const int64_t timestamp_us = context.getParams().getTimestampUs();
     return RunBlocking(node_.blocking,
                        [state = state_, timestamp_us]() {
-                         std::lock_guard lock(state->mu);
+                         cairn::internal::MutexLock lock(state->mu);
                          return state->reader->SeekByTime(timestamp_us);
                        })
         .then([context](absl::StatusOr<uint64_t> entry) mutable {
@@ -307,7 +309,7 @@ class LedgerReaderImpl final : public rpc::LedgerReader::Server {
   kj::Promise<void> state(StateContext context) override {
     return RunBlocking(node_.blocking,
                        [state = state_]() {
-                         std::lock_guard lock(state->mu);
+                         cairn::internal::MutexLock lock(state->mu);
                          return std::make_pair(state->reader->last_add_confirmed(),
                                                state->reader->sealed());
                        })
@@ -419,10 +421,14 @@ class StoreNodeImpl final : public rpc::StoreNode::Server {
           state->ledger_id = id;
           state->open = node.metrics.OpenReader();
           auto results = context.getResults();
-          // Nothing else has the reader yet: no lock needed.
           results.setLastAddConfirmed((*reader)->last_add_confirmed());
           results.setSealed((*reader)->sealed());
-          state->reader = std::move(*reader);
+          {
+            // Nothing else has the state yet: the lock is never contended, and says to the
+            // analysis what the field's later users rely on.
+            cairn::internal::MutexLock lock(state->mu);
+            state->reader = std::move(*reader);
+          }
           results.setReader(kj::heap<LedgerReaderImpl>(node, std::move(state)));
         });
   }
@@ -447,7 +453,7 @@ class StoreNodeImpl final : public rpc::StoreNode::Server {
 
 }  // namespace
 
-struct StoreNodeServer::Impl : public kj::TaskSet::ErrorHandler {
+struct StoreNodeServer::Impl final : public kj::TaskSet::ErrorHandler {
   Impl(Store* store, const StoreNodeOptions& options)
       : node(store, options),
         listeners(kj::heap<kj::TaskSet>(*this)),

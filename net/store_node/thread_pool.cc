@@ -20,7 +20,7 @@ ThreadPool::~ThreadPool() { Stop(); }
 
 void ThreadPool::Submit(kj::Function<void()> task) {
   {
-    std::lock_guard lock(mu_);
+    cairn::internal::MutexLock lock(mu_);
     if (stopping_) return;
     tasks_.push_back(kj::mv(task));
   }
@@ -29,7 +29,7 @@ void ThreadPool::Submit(kj::Function<void()> task) {
 
 void ThreadPool::Stop() {
   {
-    std::lock_guard lock(mu_);
+    cairn::internal::MutexLock lock(mu_);
     stopping_ = true;
   }
   wake_.notify_all();
@@ -42,8 +42,9 @@ void ThreadPool::Work() {
   for (;;) {
     kj::Function<void()> task;
     {
-      std::unique_lock lock(mu_);
-      wake_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+      cairn::internal::UniqueLock lock(mu_);
+      wake_.wait(lock.native(),
+                 [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !tasks_.empty(); });
       if (tasks_.empty()) return;  // stopping, and nothing left to run
       task = kj::mv(tasks_.front());
       tasks_.pop_front();

@@ -7,15 +7,16 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "kj/async.h"
 #include "kj/function.h"
+#include "src/util/mutex.h"
 
 namespace cairn::net::internal {
 
@@ -36,10 +37,10 @@ class ThreadPool {
  private:
   void Work();
 
-  std::mutex mu_;
-  std::condition_variable wake_;
-  std::deque<kj::Function<void()>> tasks_;  // guarded by mu_
-  bool stopping_ = false;                   // guarded by mu_
+  cairn::internal::Mutex mu_;
+  std::condition_variable wake_;  // with mu_: a task was queued, or stopping_ set
+  std::deque<kj::Function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 
