@@ -18,6 +18,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <limits>
 #include <memory>
@@ -31,6 +32,10 @@
 #include "cairn/net/limits.h"
 #include "cairn/store.h"
 #include "cairn/stream.h"
+#include "capnp/rpc-twoparty.h"
+#include "kj/async-io.h"
+#include "net/event_loop.h"
+#include "net/schema/store.capnp.h"
 #include "test/net/net_fixtures.h"
 #include "test/test_util.h"
 
@@ -270,8 +275,7 @@ TEST_CASE("remote ledgers: a wait on a lost connection fails instead of answerin
   // The reader knew entry 0 was confirmed; the node can no longer be asked about entry 1.
   relay.CutAll();
   confirmed = (*reader)->WaitForEntryOrError(1, std::chrono::seconds(2));
-  INFO((confirmed.ok() ? "answered " + std::to_string(*confirmed)
-                       : confirmed.status().ToString()));
+  INFO((confirmed.ok() ? "answered " + std::to_string(*confirmed) : confirmed.status().ToString()));
   CHECK(absl::IsUnavailable(confirmed.status()));
   // WaitForEntry has no error to return: the last position the reader knew.
   CHECK((*reader)->WaitForEntry(1, std::chrono::milliseconds(50)) == 0);
@@ -462,9 +466,10 @@ void AppendKeyed(Stream& stream, int count) {
 
 // A sync node's acknowledgements are durable: the stream's durable end, and with it a
 // compaction pass, reaches into the open ledger. An async node's stop at the last sealed one.
-TEST_CASE("remote ledgers: compaction reaches into the open ledger of a sync store node, not of "
-          "an async one",
-          "[net][stream][compaction]") {
+TEST_CASE(
+    "remote ledgers: compaction reaches into the open ledger of a sync store node, not of "
+    "an async one",
+    "[net][stream][compaction]") {
   const bool sync = GENERATE(true, false);
   INFO((sync ? "sync" : "async"));
   ServedStore node({.durability = sync ? Durability::kSync : Durability::kAsync});
@@ -497,6 +502,46 @@ TEST_CASE("remote ledgers: compaction reaches into the open ledger of a sync sto
   CHECK(result->output_entries == 3);
   compactor->reset();
   REQUIRE((*stream)->Close().ok());
+}
+
+// A store node from before StoreNode.durability: it knows none of the methods (a bootstrap is
+// all RemoteLedgerSet::Connect needs besides durability).
+class NodeWithoutDurability final : public rpc::StoreNode::Server {};
+
+TEST_CASE("remote ledgers: a node that predates the durability call counts as not durable",
+          "[net]") {
+  std::promise<int> port;
+  std::future<int> listening = port.get_future();
+  kj::Own<const kj::Executor> executor;
+  kj::Own<kj::PromiseFulfiller<void>> stop;  // server thread only
+  std::thread server([&] {
+    kj::AsyncIoContext io = SetUpEventLoop();
+    capnp::TwoPartyServer node(kj::heap<NodeWithoutDurability>());
+    kj::Own<kj::ConnectionReceiver> listener =
+        io.provider->getNetwork().parseAddress("127.0.0.1", 0).wait(io.waitScope)->listen();
+    kj::Promise<void> serving = node.listen(*listener);
+    auto stopped = kj::newPromiseAndFulfiller<void>();
+    stop = kj::mv(stopped.fulfiller);
+    executor = kj::getCurrentThreadExecutor().addRef();
+    port.set_value(static_cast<int>(listener->getPort()));
+    stopped.promise.wait(io.waitScope);
+  });
+  const std::string address = "127.0.0.1:" + std::to_string(listening.get());
+  // Stops the server however the test ends (a failed REQUIRE throws).
+  struct StopServer {
+    std::function<void()> stop;
+    ~StopServer() { stop(); }
+  } stop_server{[&] {
+    executor->executeSync([&] { stop->fulfill(); });
+    server.join();
+  }};
+  absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> ledgers =
+      RemoteLedgerSet::Connect({.address = address, .log = NullLog()});
+  INFO(ledgers.status().ToString());
+  REQUIRE(ledgers.ok());
+  CHECK(!(*ledgers)->acknowledged_means_durable());
+  // The other calls get the old node's answer, as before.
+  CHECK((*ledgers)->CreateLedger().status().code() == absl::StatusCode::kUnimplemented);
 }
 
 // ---- cairnd as a process ------------------------------------------------------------------------
