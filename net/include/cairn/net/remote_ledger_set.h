@@ -42,6 +42,9 @@ struct RemoteLedgerSetOptions {
 };
 
 // Thread-safe. Writers and readers it opened must be destroyed before it.
+// acknowledged_means_durable() is what the node said when this client connected: true if its
+// store is in sync durability (an acknowledged append is synced), false for async or for a node
+// too old to say.
 class RemoteLedgerSet : public LedgerSet {
  public:
   // Connects to the store node. kUnavailable if the address does not resolve or the node
