@@ -135,7 +135,7 @@ absl::Status NetworkThread::CalledFromCallback() const {
 void NetworkThread::Post(std::function<void()> func) {
   kj::Own<kj::CrossThreadPromiseFulfiller<void>> ring;
   {
-    std::lock_guard lock(posted_mu_);
+    cairn::internal::MutexLock lock(posted_mu_);
     if (loop_done_) return;
     posted_.push_back(std::move(func));
     ring = kj::mv(doorbell_);
@@ -147,7 +147,7 @@ void NetworkThread::PostAndWait(std::function<void()> func) {
   std::promise<void> ran;
   std::future<void> done = ran.get_future();
   {
-    std::lock_guard lock(posted_mu_);
+    cairn::internal::MutexLock lock(posted_mu_);
     if (loop_done_) return;
   }
   Post([&] {
@@ -161,7 +161,7 @@ kj::Promise<void> NetworkThread::RunPosted() {
   auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
   std::vector<std::function<void()>> run;
   {
-    std::lock_guard lock(posted_mu_);
+    cairn::internal::MutexLock lock(posted_mu_);
     run.swap(posted_);
     if (run.empty()) doorbell_ = kj::mv(paf.fulfiller);
   }
@@ -194,7 +194,7 @@ void NetworkThread::Main(std::promise<void>& ready) {
 
     stop.promise.wait(io.waitScope);
     {
-      std::lock_guard lock(posted_mu_);
+      cairn::internal::MutexLock lock(posted_mu_);
       loop_done_ = true;
       posted_.clear();
       doorbell_ = nullptr;

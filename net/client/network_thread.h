@@ -13,19 +13,20 @@
 #include <functional>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cairn/log.h"
 #include "capnp/rpc-twoparty.h"
 #include "kj/async-io.h"
 #include "net/net_status.h"
+#include "src/util/mutex.h"
 
 namespace cairn::net {
 
@@ -109,11 +110,13 @@ class NetworkThread final : public kj::TaskSet::ErrorHandler {
   kj::Own<const kj::Executor> executor_;  // set before Start returns
   bool stopped_ = false;                  // Stop ran; caller's thread only
 
-  // Post: what waits to run, and the doorbell that wakes the loop for it.
-  std::mutex posted_mu_;
-  std::vector<std::function<void()>> posted_;
-  kj::Own<kj::CrossThreadPromiseFulfiller<void>> doorbell_;  // null while a wake-up is pending
-  bool loop_done_ = false;                                    // guarded by posted_mu_
+  // Post: what waits to run, and the doorbell that wakes the loop for it. Shared by the posting
+  // threads and the network thread.
+  cairn::internal::Mutex posted_mu_;
+  std::vector<std::function<void()>> posted_ ABSL_GUARDED_BY(posted_mu_);
+  // Null while a wake-up is pending.
+  kj::Own<kj::CrossThreadPromiseFulfiller<void>> doorbell_ ABSL_GUARDED_BY(posted_mu_);
+  bool loop_done_ ABSL_GUARDED_BY(posted_mu_) = false;
 
   // Network thread only, while the loop runs.
   kj::AsyncIoProvider* io_ = nullptr;

@@ -12,17 +12,18 @@
 #include <cstring>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "cairn/net/limits.h"
 #include "kj/debug.h"
 #include "net/client/client_loop.h"
 #include "net/net_status.h"
 #include "net/schema/store.capnp.h"
+#include "src/util/mutex.h"
 
 namespace cairn::net {
 namespace {
@@ -34,25 +35,25 @@ using internal::ClientLoop;
 class AppendWindow {
  public:
   void Acquire(uint64_t bytes) {
-    std::unique_lock lock(mu_);
+    cairn::internal::UniqueLock lock(mu_);
     // One append larger than the window may go alone.
-    room_.wait(lock, [&] {
+    room_.wait(lock.native(), [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return in_flight_bytes_ == 0 || in_flight_bytes_ + bytes <= kMaxClientInFlightBytes;
     });
     in_flight_bytes_ += bytes;
   }
   void Release(uint64_t bytes) {
     {
-      std::lock_guard lock(mu_);
+      cairn::internal::MutexLock lock(mu_);
       in_flight_bytes_ -= bytes;
     }
     room_.notify_all();
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable room_;
-  uint64_t in_flight_bytes_ = 0;
+  cairn::internal::Mutex mu_;
+  std::condition_variable room_;  // with mu_: in_flight_bytes_ shrank
+  uint64_t in_flight_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // ---- LedgerWriter ------------------------------------------------------------------------------
@@ -106,7 +107,7 @@ class RemoteWriter final : public LedgerWriter {
   absl::Status Flush() override {
     if (loop_.OnLoopThread()) return loop_.CalledFromLoop();
     WaitIdle();
-    std::lock_guard lock(mu_);
+    cairn::internal::MutexLock lock(mu_);
     return std::exchange(first_error_, absl::OkStatus());
   }
 
@@ -137,7 +138,7 @@ class RemoteWriter final : public LedgerWriter {
     const uint64_t bytes = error.ok() ? batch.size() : 0;
     window_.Acquire(bytes);
     {
-      std::lock_guard lock(mu_);
+      cairn::internal::MutexLock lock(mu_);
       ++outstanding_;
     }
     absl::Status sent = loop_.CallVoid([&] {
@@ -188,7 +189,7 @@ class RemoteWriter final : public LedgerWriter {
 
   void FinishOne(const absl::Status& status) {
     {
-      std::lock_guard lock(mu_);
+      cairn::internal::MutexLock lock(mu_);
       if (!status.ok() && first_error_.ok()) first_error_ = status;
       --outstanding_;
     }
@@ -196,19 +197,22 @@ class RemoteWriter final : public LedgerWriter {
   }
 
   void WaitIdle() {
-    std::unique_lock lock(mu_);
-    idle_.wait(lock, [&] { return outstanding_ == 0; });
+    cairn::internal::UniqueLock lock(mu_);
+    idle_.wait(lock.native(),
+               [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return outstanding_ == 0; });
   }
 
   ClientLoop& loop_;
   AppendWindow& window_;
   const uint64_t id_;
-  std::unique_ptr<WriterLoopState> state_;  // network thread only
+  std::unique_ptr<WriterLoopState> state_;  // owned by the network thread
   std::atomic<uint64_t> lac_;
-  std::mutex mu_;
-  std::condition_variable idle_;
-  uint64_t outstanding_ = 0;  // guarded by mu_: appends whose callback has not run
-  absl::Status first_error_;  // guarded by mu_
+  // Shared by the appending threads and the network thread, which runs the callbacks.
+  cairn::internal::Mutex mu_;
+  std::condition_variable idle_;  // with mu_: outstanding_ reached 0
+  // Appends whose callback has not run.
+  uint64_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status first_error_ ABSL_GUARDED_BY(mu_);
 };
 
 // ---- LedgerReader ------------------------------------------------------------------------------
@@ -273,7 +277,8 @@ class RemoteReader final : public LedgerReader {
     if (!raw.ok()) return raw.status();
     Remember({raw->last_add_confirmed, raw->sealed});
     // Verified again here: what the node read from its disk crossed a network since.
-    absl::StatusOr<ReadResult> result = ReadResult::FromBatches(id_, std::move(raw->bytes), raw->size);
+    absl::StatusOr<ReadResult> result =
+        ReadResult::FromBatches(id_, std::move(raw->bytes), raw->size);
     if (!result.ok()) return result.status();
     if (result->next_entry_id() != raw->next_entry_id) {
       return absl::DataLossError(absl::StrCat("ledger ", id_, ": a read ends before entry ",
@@ -283,7 +288,11 @@ class RemoteReader final : public LedgerReader {
     return result;
   }
 
-  uint64_t WaitForEntry(uint64_t entry_id, std::chrono::microseconds timeout) override {
+  // Waits in slices of at most kMaxWaitSliceUs, one call each, until the node says the entry is
+  // confirmed or the ledger sealed, or the time is up. A failed call ends the wait with its
+  // error: what the reader knew before is no answer to the question it could not ask.
+  absl::StatusOr<uint64_t> WaitForEntryOrError(uint64_t entry_id,
+                                               std::chrono::microseconds timeout) override {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
       const auto left = std::chrono::duration_cast<std::chrono::microseconds>(
@@ -298,7 +307,7 @@ class RemoteReader final : public LedgerReader {
               return ReaderPosition{response.getLastAddConfirmed(), response.getSealed()};
             });
       });
-      if (!position.ok()) return lac_.load();  // the interface has no error here
+      if (!position.ok()) return position.status();
       Remember(*position);
       const bool reached =
           position->last_add_confirmed != kNoEntry && position->last_add_confirmed >= entry_id;
@@ -306,6 +315,12 @@ class RemoteReader final : public LedgerReader {
         return position->last_add_confirmed;
       }
     }
+  }
+
+  uint64_t WaitForEntry(uint64_t entry_id, std::chrono::microseconds timeout) override {
+    absl::StatusOr<uint64_t> confirmed = WaitForEntryOrError(entry_id, timeout);
+    // The interface has no error here (LedgerReader::WaitForEntry): the last position known.
+    return confirmed.ok() ? *confirmed : lac_.load();
   }
 
   absl::StatusOr<uint64_t> SeekByTime(int64_t timestamp_us) override {
@@ -366,9 +381,15 @@ struct OpenedReader {
 
 class RemoteLedgerSetImpl final : public RemoteLedgerSet {
  public:
-  explicit RemoteLedgerSetImpl(std::unique_ptr<ClientLoop> loop) : loop_(std::move(loop)) {}
+  RemoteLedgerSetImpl(std::unique_ptr<ClientLoop> loop, bool acknowledged_means_durable)
+      : loop_(std::move(loop)), acknowledged_means_durable_(acknowledged_means_durable) {}
 
   const std::string& address() const override { return loop_->address(); }
+
+  // The node's answer when this client connected: its store's durability is fixed while it
+  // runs, and a node restarted with another one is a new connection (this client does not
+  // reconnect).
+  bool acknowledged_means_durable() const override { return acknowledged_means_durable_; }
 
   absl::StatusOr<uint64_t> CreateLedger(std::optional<uint64_t> id) override {
     return loop_->Call<uint64_t>([&] {
@@ -468,7 +489,23 @@ class RemoteLedgerSetImpl final : public RemoteLedgerSet {
  private:
   AppendWindow window_;  // the connection's appends in flight; outlives the loop
   std::unique_ptr<ClientLoop> loop_;
+  const bool acknowledged_means_durable_;
 };
+
+// Asks the node whether its acknowledgements are durable (StoreNode.durability). A node that
+// does not know the method predates it: false, which is always safe.
+absl::StatusOr<bool> AskDurability(ClientLoop& loop) {
+  return loop.Call<bool>([&loop] {
+    return loop.node().durabilityRequest().send().then(
+        [](capnp::Response<rpc::StoreNode::DurabilityResults> response) {
+          return response.getAcknowledgedMeansDurable();
+        },
+        [](kj::Exception&& exception) -> bool {
+          if (exception.getType() == kj::Exception::Type::UNIMPLEMENTED) return false;
+          kj::throwFatalException(kj::mv(exception));
+        });
+  });
+}
 
 }  // namespace
 
@@ -480,7 +517,9 @@ absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> RemoteLedgerSet::Connect(
                          .log = options.log,
                          .what = "remote ledger"});
   if (!loop.ok()) return loop.status();
-  return std::make_unique<RemoteLedgerSetImpl>(*std::move(loop));
+  absl::StatusOr<bool> durable = AskDurability(**loop);
+  if (!durable.ok()) return durable.status();
+  return std::make_unique<RemoteLedgerSetImpl>(*std::move(loop), *durable);
 }
 
 }  // namespace cairn::net

@@ -71,6 +71,12 @@ interface StoreNode {
   # The metadata store this node hosts (metadata.capnp). kFailedPrecondition "this store node
   # serves no metadata" if it hosts none.
   metadata @7 () -> (service :Metadata.MetadataService);
+
+  # Whether an acknowledged append is durable (a crash cannot take it back): true for a store
+  # in sync durability, false for async (cairn::LedgerSet::acknowledged_means_durable). A client
+  # asks once, when it connects. A node from before this method answers it as unimplemented,
+  # which a client takes as false: a sealed ledger is durable either way.
+  durability @8 () -> (acknowledgedMeansDurable :Bool);
 }
 
 interface LedgerWriter {

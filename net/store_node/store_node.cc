@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "cairn/net/limits.h"
 #include "capnp/rpc-twoparty.h"
@@ -205,6 +206,7 @@ class LedgerWriterImpl final : public rpc::LedgerWriter::Server {
 
 // A reader is used by one thread at a time: `mu` serialises the calls that pool threads make.
 // waitForEntry uses a second reader of its own, so that a long wait never holds up a read.
+// Shared by the event loop (which creates it) and the pool threads (which use the readers).
 struct ReaderState {
   uint64_t ledger_id = 0;
   std::unique_ptr<StoreNodeMetrics::Open> open;  // counts the reader while it lives
@@ -422,8 +424,8 @@ class StoreNodeImpl final : public rpc::StoreNode::Server {
           results.setLastAddConfirmed((*reader)->last_add_confirmed());
           results.setSealed((*reader)->sealed());
           {
-            // Nothing else has the state yet, so the lock is free; it is taken so that every
-            // access to the field is checked alike.
+            // Nothing else has the state yet: the lock is never contended, and says to the
+            // analysis what the field's later users rely on.
             cairn::internal::MutexLock lock(state->mu);
             state->reader = std::move(*reader);
           }
@@ -436,6 +438,12 @@ class StoreNodeImpl final : public rpc::StoreNode::Server {
       ThrowStatus(absl::FailedPreconditionError("this store node serves no metadata"));
     }
     context.getResults().setService(NewMetadataService(node_.metadata, node_.blocking));
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> durability(DurabilityContext context) override {
+    // A store's durability is fixed when it opens: nothing to block on.
+    context.getResults().setAcknowledgedMeansDurable(node_.store->acknowledged_means_durable());
     return kj::READY_NOW;
   }
 

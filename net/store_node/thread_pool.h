@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "kj/async.h"
 #include "kj/function.h"
 #include "src/util/mutex.h"
@@ -37,7 +38,7 @@ class ThreadPool {
   void Work() ABSL_LOCKS_EXCLUDED(mu_);
 
   cairn::internal::Mutex mu_;
-  std::condition_variable wake_;
+  std::condition_variable wake_;  // with mu_: a task was queued, or stopping_ set
   std::deque<kj::Function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;

@@ -951,6 +951,55 @@ TEST_CASE("client: batches stored before their answers were lost are not stored 
 
 // ---- cairnd standalone, killed mid-stream -------------------------------------------------------
 
+// `cairnd proxy` over `cairnd store`: a young topic's only ledger is open. A store node in sync
+// durability acknowledges an append once it is synced, so the partition's durable end, and with
+// it `compact`, reaches the end; under async durability both stop at the last sealed ledger
+// (none yet).
+TEST_CASE("client: compact over cairnd store compacts a young topic under sync durability only",
+          "[net][client][daemon][compaction]") {
+  const std::string durability = GENERATE(as<std::string>(), "sync", "async");
+  INFO("durability " << durability);
+  const bool sync = durability == "sync";
+  TempDir dir;
+  cairn::net::testing::Daemon store(dir.path() + "/store", dir.path() + "/store.log",
+                                    {"--durability", durability});
+  cairn::net::testing::Daemon proxy({"proxy", "--store", store.address(), "--listen", "127.0.0.1:0",
+                                     "--metrics-listen", "127.0.0.1:0"},
+                                    dir.path() + "/proxy.log");
+  std::unique_ptr<Client> client = ConnectTo(proxy.address());
+  REQUIRE(client->CreateTopic("young", Partitions(1)).ok());
+  absl::StatusOr<std::unique_ptr<Producer>> producer = client->CreateProducer("young", BatchOf(1));
+  REQUIRE(producer.ok());
+  std::vector<std::string> values;
+  for (int i = 0; i < 9; ++i) values.push_back("v" + std::to_string(i));
+  // Three keys, three times each: the latest value of each is all a pass keeps.
+  for (int k = 0; k < 3; ++k) {
+    SendAll(**producer, {values[3 * k], values[3 * k + 1], values[3 * k + 2]},
+            "k" + std::to_string(k));
+  }
+  REQUIRE((*producer)->Close().ok());
+
+  absl::StatusOr<TopicStats> stats = client->GetTopicStats("young");
+  REQUIRE(stats.ok());
+  REQUIRE(stats->partitions.size() == 1);
+  CHECK(stats->partitions[0].end_offset == 9);
+  CHECK(stats->partitions[0].durable_end_offset == (sync ? 9u : 0u));
+
+  absl::StatusOr<std::vector<CompactionSummary>> compacted = client->Compact("young");
+  REQUIRE(compacted.ok());
+  REQUIRE(compacted->size() == 1);
+  const CompactionSummary& pass = compacted->front();
+  CHECK(pass.compacted == sync);
+  CHECK(pass.horizon == (sync ? 9u : 0u));
+  if (sync) {
+    CHECK(pass.input_entries == 9);
+    CHECK(pass.output_entries == 3);
+  }
+  client.reset();
+  CHECK(proxy.Terminate() == 0);
+  CHECK(store.Terminate() == 0);
+}
+
 TEST_CASE("client: a proxy killed and restarted mid-stream loses no acknowledged message, "
           "stores none twice and redelivers no acknowledged one",
           "[net][client][daemon]") {

@@ -175,6 +175,7 @@ ServedStore::ServedStore(const ServedStoreOptions& options) {
   StoreOptions store_options;
   store_options.data_dirs = {dir_.path()};
   store_options.segment_bytes = options.segment_bytes;
+  store_options.durability = options.durability;
   store_options.log = NullLog();
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(store_options);
   REQUIRE(store.ok());

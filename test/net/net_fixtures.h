@@ -42,6 +42,7 @@ struct ServedStoreOptions {
   uint64_t segment_bytes = uint64_t{1} << 20;
   // Host an embedded metadata store (the metadata service), in the store's directory.
   bool metadata = false;
+  Durability durability = Durability::kSync;
 };
 
 // A store on a temporary directory, served by a store node on its own thread and event loop,

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <limits>
 #include <memory>
@@ -29,6 +30,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "cairn/compaction.h"
 #include "cairn/metadata.h"
 #include "cairn/net/limits.h"
 #include "cairn/store.h"
@@ -36,6 +38,7 @@
 #include "capnp/message.h"
 #include "capnp/rpc-twoparty.h"
 #include "kj/async-io.h"
+#include "net/event_loop.h"
 #include "net/net_status.h"
 #include "net/schema/store.capnp.h"
 #include "test/net/net_fixtures.h"
@@ -254,6 +257,35 @@ TEST_CASE("remote ledgers: WaitForEntry wakes when the entry is appended", "[net
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
 }
 
+TEST_CASE("remote ledgers: a wait on a lost connection fails instead of answering a stale LAC",
+          "[net]") {
+  ServedStore node;
+  testing::Relay relay;
+  relay.SetTarget(testing::PortOf(node.address()));
+  std::unique_ptr<RemoteLedgerSet> ledgers = ConnectLedgers(relay.address());
+  absl::StatusOr<uint64_t> id = ledgers->CreateLedger();
+  REQUIRE(id.ok());
+  absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = ledgers->OpenWriter(*id);
+  REQUIRE(writer.ok());
+  absl::StatusOr<std::unique_ptr<LedgerReader>> reader = ledgers->OpenReader(*id);
+  REQUIRE(reader.ok());
+  BatchBuilder builder;
+  Fill(builder, 0, 1);
+  REQUIRE((*writer)->Append(builder).ok());
+  absl::StatusOr<uint64_t> confirmed =
+      (*reader)->WaitForEntryOrError(0, std::chrono::milliseconds(50));
+  REQUIRE(confirmed.ok());
+  CHECK(*confirmed == 0);
+
+  // The reader knew entry 0 was confirmed; the node can no longer be asked about entry 1.
+  relay.CutAll();
+  confirmed = (*reader)->WaitForEntryOrError(1, std::chrono::seconds(2));
+  INFO((confirmed.ok() ? "answered " + std::to_string(*confirmed) : confirmed.status().ToString()));
+  CHECK(absl::IsUnavailable(confirmed.status()));
+  // WaitForEntry has no error to return: the last position the reader knew.
+  CHECK((*reader)->WaitForEntry(1, std::chrono::milliseconds(50)) == 0);
+}
+
 TEST_CASE("remote ledgers: pipelined appends complete in order", "[net][concurrency]") {
   ServedStore node;
   std::unique_ptr<RemoteLedgerSet> ledgers = node.Connect();
@@ -457,6 +489,98 @@ TEST_CASE("remote ledgers: streams run over them unchanged", "[net][stream]") {
   REQUIRE(at.ok());
   CHECK(at->first_offset == expected.size());
   REQUIRE((*stream)->Close().ok());
+}
+
+// Appends `count` one-entry batches keyed k0, k1, k2, k0, ... to `stream`.
+void AppendKeyed(Stream& stream, int count) {
+  BatchBuilder builder;
+  for (int i = 0; i < count; ++i) {
+    builder.Reset();
+    const std::string key = "k" + std::to_string(i % 3);
+    const std::string value = "v" + std::to_string(i);
+    REQUIRE(builder.Add({.key = key, .value = value, .timestamp_us = i}).ok());
+    REQUIRE(stream.Append(builder).ok());
+  }
+}
+
+// A sync node's acknowledgements are durable: the stream's durable end, and with it a
+// compaction pass, reaches into the open ledger. An async node's stop at the last sealed one.
+TEST_CASE(
+    "remote ledgers: compaction reaches into the open ledger of a sync store node, not of "
+    "an async one",
+    "[net][stream][compaction]") {
+  const bool sync = GENERATE(true, false);
+  INFO((sync ? "sync" : "async"));
+  ServedStore node({.durability = sync ? Durability::kSync : Durability::kAsync});
+  std::unique_ptr<RemoteLedgerSet> ledgers = node.Connect();
+  CHECK(ledgers->acknowledged_means_durable() == sync);
+  TempDir metadata_dir;
+  absl::StatusOr<std::unique_ptr<MetadataStore>> metadata =
+      OpenLocalMetadataStore({.dir = metadata_dir.path() + "/meta", .log = NullLog()});
+  REQUIRE(metadata.ok());
+  Streams streams(ledgers.get(), metadata->get(), NullLog());
+  StreamOptions options;
+  options.ledger_max_entries = 10;
+  absl::StatusOr<std::unique_ptr<Stream>> stream = streams.Create("young", options);
+  REQUIRE(stream.ok());
+  // Two sealed ledgers (offsets 0..19), and 20..24 in the open one.
+  AppendKeyed(**stream, 25);
+  const uint64_t durable_end = sync ? 25 : 20;
+  CHECK((*stream)->stats().durable_end_offset == durable_end);
+
+  CompactionOptions compaction;
+  compaction.log = NullLog();
+  absl::StatusOr<std::unique_ptr<Compactor>> compactor =
+      Compactor::Open(ledgers.get(), metadata->get(), stream->get(), compaction);
+  REQUIRE(compactor.ok());
+  absl::StatusOr<CompactionResult> result = (*compactor)->CompactNow();
+  REQUIRE(result.ok());
+  CHECK(result->horizon == durable_end);
+  CHECK(result->input_entries == durable_end);
+  // The latest value of each of the three keys below the horizon.
+  CHECK(result->output_entries == 3);
+  compactor->reset();
+  REQUIRE((*stream)->Close().ok());
+}
+
+// A store node from before StoreNode.durability: it knows none of the methods (a bootstrap is
+// all RemoteLedgerSet::Connect needs besides durability).
+class NodeWithoutDurability final : public rpc::StoreNode::Server {};
+
+TEST_CASE("remote ledgers: a node that predates the durability call counts as not durable",
+          "[net]") {
+  std::promise<int> port;
+  std::future<int> listening = port.get_future();
+  kj::Own<const kj::Executor> executor;
+  kj::Own<kj::PromiseFulfiller<void>> stop;  // server thread only
+  std::thread server([&] {
+    kj::AsyncIoContext io = SetUpEventLoop();
+    capnp::TwoPartyServer node(kj::heap<NodeWithoutDurability>());
+    kj::Own<kj::ConnectionReceiver> listener =
+        io.provider->getNetwork().parseAddress("127.0.0.1", 0).wait(io.waitScope)->listen();
+    kj::Promise<void> serving = node.listen(*listener);
+    auto stopped = kj::newPromiseAndFulfiller<void>();
+    stop = kj::mv(stopped.fulfiller);
+    executor = kj::getCurrentThreadExecutor().addRef();
+    port.set_value(static_cast<int>(listener->getPort()));
+    stopped.promise.wait(io.waitScope);
+  });
+  const std::string address = "127.0.0.1:" + std::to_string(listening.get());
+  // Stops the server however the test ends (a failed REQUIRE throws).
+  struct StopServer {
+    std::function<void()> stop;
+    ~StopServer() { stop(); }
+  } stop_server{[&] {
+    executor->executeSync([&] { stop->fulfill(); });
+    server.join();
+  }};
+  absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> ledgers =
+      RemoteLedgerSet::Connect({.address = address, .log = NullLog()});
+  INFO(ledgers.status().ToString());
+  REQUIRE(ledgers.ok());
+  CHECK(!(*ledgers)->acknowledged_means_durable());
+  // The other calls get the old node's answer, as before.
+  CHECK((*ledgers)->CreateLedger().status().code() == absl::StatusCode::kUnimplemented);
 }
 
 // ---- cairnd as a process ------------------------------------------------------------------------

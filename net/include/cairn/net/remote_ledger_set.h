@@ -10,8 +10,10 @@
 //   Streams streams(ledgers->get(), metadata.get());
 //
 // Errors are the store's own: the node sends the absl::Status it got and the client returns it
-// with the same code and message. A lost connection makes every call fail with kUnavailable;
-// this client does not reconnect (open a new RemoteLedgerSet).
+// with the same code and message. A lost connection makes every call fail with kUnavailable
+// (LedgerReader::WaitForEntry, which cannot fail, answers with the last LAC the reader knew:
+// WaitForEntryOrError returns the error); this client does not reconnect (open a new
+// RemoteLedgerSet).
 //
 // Threading. The client runs its own network thread. Every method may be called from any
 // thread; the blocking ones hand the call to the network thread and wait for its answer.
@@ -41,6 +43,9 @@ struct RemoteLedgerSetOptions {
 };
 
 // Thread-safe. Writers and readers it opened must be destroyed before it.
+// acknowledged_means_durable() is what the node said when this client connected: true if its
+// store is in sync durability (an acknowledged append is synced), false for async or for a node
+// too old to say.
 class RemoteLedgerSet : public LedgerSet {
  public:
   // Connects to the store node. kUnavailable if the address does not resolve or the node

@@ -1,0 +1,241 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// The proxy client (cairn/net/client.h): topic administration, one call at a time over the
+// connection (connection.h), and the doors to producers (producer.h) and consumers
+// (consumer.h).
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "cairn/net/client.h"
+#include "net/client/client_internal.h"
+#include "net/client/connection.h"
+#include "net/client/consumer.h"
+#include "net/client/producer.h"
+#include "net/schema/proxy.capnp.h"
+
+namespace cairn::net {
+namespace {
+
+using internal::ClientConnection;
+using internal::FromRpc;
+using internal::Text;
+using internal::ToString;
+
+void FillRetention(rpc::RetentionPolicy::Builder out, const TopicRetention& in) {
+  out.setMaxAgeUs(in.max_age.has_value() ? in.max_age->count() : 0);
+  out.setMaxBytes(in.max_bytes.value_or(0));
+  out.setDeleteAcknowledged(in.delete_acknowledged);
+  out.setKeepUnacknowledged(in.keep_unacknowledged);
+}
+
+TopicRetention RetentionFrom(rpc::RetentionPolicy::Reader in) {
+  TopicRetention out;
+  if (in.getMaxAgeUs() > 0) out.max_age = std::chrono::microseconds(in.getMaxAgeUs());
+  if (in.getMaxBytes() > 0) out.max_bytes = in.getMaxBytes();
+  out.delete_acknowledged = in.getDeleteAcknowledged();
+  out.keep_unacknowledged = in.getKeepUnacknowledged();
+  return out;
+}
+
+// Thread-safe: every call goes to the connection's network thread and waits for its answer.
+class ClientImpl final : public Client {
+ public:
+  explicit ClientImpl(std::unique_ptr<ClientConnection> connection)
+      : connection_(std::move(connection)) {}
+
+  // ---- Client ----
+
+  absl::Status CreateTopic(std::string_view name, const TopicConfig& config) override {
+    std::string storage;
+    return connection_
+        ->Admin<bool>([&](rpc::Proxy::Client& proxy) {
+          auto request = proxy.createTopicRequest();
+          request.setName(Text(name, storage));
+          auto options = request.initOptions();
+          options.setPartitions(config.partitions);
+          options.setLedgerMaxBytes(config.ledger_max_bytes);
+          FillRetention(options.initRetention(), config.retention);
+          return request.send().then([](auto) { return true; });
+        })
+        .status();
+  }
+
+  absl::Status DeleteTopic(std::string_view name) override {
+    std::string storage;
+    return connection_
+        ->Admin<bool>([&](rpc::Proxy::Client& proxy) {
+          auto request = proxy.deleteTopicRequest();
+          request.setName(Text(name, storage));
+          return request.send().then([](auto) { return true; });
+        })
+        .status();
+  }
+
+  absl::StatusOr<std::vector<TopicSummary>> ListTopics() override {
+    return connection_->Admin<std::vector<TopicSummary>>([&](rpc::Proxy::Client& proxy) {
+      return proxy.listTopicsRequest().send().then(
+          [](capnp::Response<rpc::Proxy::ListTopicsResults> response) {
+            std::vector<TopicSummary> topics;
+            for (rpc::TopicInfo::Reader t : response.getTopics()) {
+              topics.push_back({ToString(t.getName()), t.getPartitions()});
+            }
+            return topics;
+          });
+    });
+  }
+
+  absl::StatusOr<TopicStats> GetTopicStats(std::string_view name) override {
+    std::string storage;
+    return connection_->Admin<TopicStats>([&](rpc::Proxy::Client& proxy) {
+      auto request = proxy.topicStatsRequest();
+      request.setName(Text(name, storage));
+      return request.send().then([](capnp::Response<rpc::Proxy::TopicStatsResults> response) {
+        rpc::TopicStats::Reader in = response.getStats();
+        TopicStats stats;
+        stats.name = ToString(in.getName());
+        for (rpc::PartitionStats::Reader p : in.getPartitions()) {
+          stats.partitions.push_back({.partition = p.getPartition(),
+                                      .first_offset = p.getFirstOffset(),
+                                      .end_offset = p.getEndOffset(),
+                                      .durable_end_offset = p.getDurableEndOffset(),
+                                      .ledgers = p.getLedgers(),
+                                      .size_bytes = p.getSizeBytes()});
+        }
+        for (rpc::SubscriptionStats::Reader s : in.getSubscriptions()) {
+          stats.subscriptions.push_back({.name = ToString(s.getName()),
+                                         .type = FromRpc(s.getType()),
+                                         .consumers = s.getConsumers(),
+                                         .backlog = s.getBacklog(),
+                                         .unacked_delivered = s.getUnackedDelivered()});
+        }
+        stats.messages_in = in.getMessagesIn();
+        stats.bytes_in = in.getBytesIn();
+        stats.messages_out = in.getMessagesOut();
+        stats.messages_in_rate = in.getMessagesInRate();
+        stats.bytes_in_rate = in.getBytesInRate();
+        stats.messages_out_rate = in.getMessagesOutRate();
+        stats.retention = RetentionFrom(in.getRetention());
+        return stats;
+      });
+    });
+  }
+
+  absl::StatusOr<std::vector<CompactionSummary>> Compact(std::string_view name) override {
+    std::string storage;
+    return connection_->Admin<std::vector<CompactionSummary>>([&](rpc::Proxy::Client& proxy) {
+      auto request = proxy.compactRequest();
+      request.setName(Text(name, storage));
+      return request.send().then([](capnp::Response<rpc::Proxy::CompactResults> response) {
+        std::vector<CompactionSummary> reports;
+        for (rpc::CompactionReport::Reader r : response.getReports()) {
+          reports.push_back({.partition = r.getPartition(),
+                             .compacted = r.getCompacted(),
+                             .horizon = r.getHorizon(),
+                             .input_entries = r.getInputEntries(),
+                             .output_entries = r.getOutputEntries(),
+                             .input_bytes = r.getInputBytes(),
+                             .output_bytes = r.getOutputBytes(),
+                             .duration = std::chrono::microseconds(r.getDurationUs())});
+        }
+        return reports;
+      });
+    });
+  }
+
+  absl::Status SetRetention(std::string_view name, const TopicRetention& retention) override {
+    return ChangeRetention(name, retention,
+                           {.max_age = true,
+                            .max_bytes = true,
+                            .delete_acknowledged = true,
+                            .keep_unacknowledged = true})
+        .status();
+  }
+
+  absl::StatusOr<TopicRetention> ChangeRetention(std::string_view name,
+                                                 const TopicRetention& retention,
+                                                 const RetentionFields& fields) override {
+    std::string storage;
+    return connection_->Admin<TopicRetention>([&](rpc::Proxy::Client& proxy) {
+      auto request = proxy.setRetentionRequest();
+      request.setName(Text(name, storage));
+      FillRetention(request.initRetention(), retention);
+      rpc::RetentionFields::Builder only = request.initOnly();
+      only.setMaxAge(fields.max_age);
+      only.setMaxBytes(fields.max_bytes);
+      only.setDeleteAcknowledged(fields.delete_acknowledged);
+      only.setKeepUnacknowledged(fields.keep_unacknowledged);
+      return request.send().then([](capnp::Response<rpc::Proxy::SetRetentionResults> response) {
+        return RetentionFrom(response.getRetention());
+      });
+    });
+  }
+
+  absl::Status Unsubscribe(std::string_view topic, std::string_view subscription) override {
+    std::string topic_storage, subscription_storage;
+    return connection_
+        ->Admin<bool>([&](rpc::Proxy::Client& proxy) {
+          auto request = proxy.unsubscribeRequest();
+          request.setTopic(Text(topic, topic_storage));
+          request.setSubscription(Text(subscription, subscription_storage));
+          return request.send().then([](auto) { return true; });
+        })
+        .status();
+  }
+
+  absl::StatusOr<CompactedBatch> ReadCompacted(std::string_view topic, uint32_t partition,
+                                               uint64_t from_offset, uint64_t max_bytes) override {
+    std::string storage;
+    return connection_->Admin<CompactedBatch>([&](rpc::Proxy::Client& proxy) {
+      auto request = proxy.readCompactedRequest();
+      request.setTopic(Text(topic, storage));
+      request.setPartition(partition);
+      request.setFromOffset(from_offset);
+      request.setMaxBytes(max_bytes);
+      return request.send().then(
+          [partition](capnp::Response<rpc::Proxy::ReadCompactedResults> response) {
+            CompactedBatch batch;
+            for (rpc::CompactedMessage::Reader m : response.getMessages()) {
+              Message message;
+              message.id = {partition, m.getOffset()};
+              if (m.getHasKey()) {
+                message.key.emplace(reinterpret_cast<const char*>(m.getKey().begin()),
+                                    m.getKey().size());
+              }
+              message.value.assign(reinterpret_cast<const char*>(m.getValue().begin()),
+                                   m.getValue().size());
+              message.timestamp_us = m.getTimestampUs();
+              batch.messages.push_back(std::move(message));
+            }
+            batch.next_offset = response.getNextOffset();
+            return batch;
+          });
+    });
+  }
+
+  absl::StatusOr<std::unique_ptr<Producer>> CreateProducer(
+      std::string_view topic, const ProducerOptions& options) override {
+    return internal::OpenProducer(*connection_, topic, options);
+  }
+
+  absl::StatusOr<std::unique_ptr<Consumer>> Subscribe(std::string_view topic,
+                                                      const ConsumerOptions& options) override {
+    return internal::OpenConsumer(*connection_, topic, options);
+  }
+
+ private:
+  const std::unique_ptr<ClientConnection> connection_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  absl::StatusOr<std::unique_ptr<ClientConnection>> connection = ClientConnection::Connect(options);
+  if (!connection.ok()) return connection.status();
+  return std::make_unique<ClientImpl>(*std::move(connection));
+}
+
+}  // namespace cairn::net

@@ -1,0 +1,124 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+#include "net/client/connection.h"
+
+#include <algorithm>
+#include <string>
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+#include "kj/debug.h"
+
+namespace cairn::net::internal {
+namespace {
+
+// A DISCONNECTED exception is a lost connection unless the proxy itself sent it (a kUnavailable
+// status of its own, e.g. a store node it cannot reach), which carries our status marker.
+bool IsConnectionLoss(const kj::Exception& exception) {
+  if (exception.getType() != kj::Exception::Type::DISCONNECTED) return false;
+  return std::string_view(exception.getDescription().cStr()).find("cairn-status ") ==
+         std::string_view::npos;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ClientConnection>> ClientConnection::Connect(
+    const ClientOptions& options) {
+  absl::StatusOr<std::unique_ptr<NetworkThread>> thread =
+      NetworkThread::Start("the cairn client", options.log);
+  if (!thread.ok()) return thread.status();
+  auto connection =
+      std::unique_ptr<ClientConnection>(new ClientConnection(options, *std::move(thread)));
+  absl::Status connected = connection->thread_->CallVoid([&self = *connection] {
+    return RpcConnection::Connect(self.thread_->io(), self.options_.address,
+                                  self.options_.connect_timeout)
+        .then([&self](kj::Own<RpcConnection> rpc) { self.Install(kj::mv(rpc)); });
+  });
+  if (!connected.ok()) return connected;
+  return connection;
+}
+
+ClientConnection::~ClientConnection() {
+  thread_->Stop([this] {
+    loop_.waiting.clear();
+    loop_.proxy.reset();
+    loop_.connection = nullptr;
+  });
+}
+
+kj::Promise<void> ClientConnection::WhenConnected() {
+  if (loop_.state == State::kConnected) return kj::READY_NOW;
+  if (loop_.state == State::kDown) StartReconnecting(absl::UnavailableError("not connected"));
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  loop_.waiting.push_back(kj::mv(paf.fulfiller));
+  return kj::mv(paf.promise);
+}
+
+bool ClientConnection::CheckLost(uint64_t generation, const kj::Exception& exception) {
+  if (!IsConnectionLoss(exception)) return false;
+  Lost(generation, ExceptionToStatus(exception));
+  return true;
+}
+
+void ClientConnection::Install(kj::Own<RpcConnection> connection) {
+  ++loop_.generation;
+  loop_.proxy.emplace(connection->Bootstrap<rpc::Proxy>());
+  const uint64_t generation = loop_.generation;
+  thread_->tasks().add(connection->OnDisconnect().then([this, generation] {
+    Lost(generation, absl::UnavailableError("the proxy closed the connection"));
+  }));
+  loop_.connection = kj::mv(connection);
+  loop_.state = State::kConnected;
+  for (auto& waiter : std::exchange(loop_.waiting, {})) waiter->fulfill();
+  for (SessionUser* user : std::vector<SessionUser*>(loop_.users)) user->Reconnected();
+}
+
+void ClientConnection::Lost(uint64_t generation, const absl::Status& cause) {
+  if (generation != loop_.generation || loop_.state != State::kConnected) return;
+  options_.log(LogLevel::kWarning,
+               absl::StrCat("lost the connection to the proxy at ", options_.address, " (",
+                            cause.message(), "); reconnecting"));
+  for (SessionUser* user : std::vector<SessionUser*>(loop_.users)) user->ConnectionLost();
+  loop_.proxy.reset();
+  // Not from inside one of its own callbacks: later.
+  thread_->tasks().add(
+      kj::evalLater([connection = kj::mv(loop_.connection)]() mutable { connection = nullptr; }));
+  StartReconnecting(cause);
+}
+
+void ClientConnection::StartReconnecting(const absl::Status& cause) {
+  loop_.state = State::kReconnecting;
+  const kj::TimePoint deadline =
+      thread_->timer().now() + options_.reconnect_timeout.count() * kj::MILLISECONDS;
+  thread_->tasks().add(Reconnect(deadline, kFirstReconnectDelay, cause));
+}
+
+kj::Promise<void> ClientConnection::Reconnect(kj::TimePoint deadline, kj::Duration delay,
+                                              absl::Status cause) {
+  return RpcConnection::Connect(thread_->io(), options_.address, options_.connect_timeout)
+      .then(
+          [this](kj::Own<RpcConnection> connection) -> kj::Promise<void> {
+            Install(kj::mv(connection));
+            return kj::READY_NOW;
+          },
+          [this, deadline, delay, cause](kj::Exception&& e) -> kj::Promise<void> {
+            if (thread_->timer().now() + delay >= deadline) {
+              GiveUp(absl::UnavailableError(absl::StrCat(
+                  "lost the connection to the proxy at ", options_.address, " (", cause.message(),
+                  ") and could not reconnect within ", options_.reconnect_timeout.count(),
+                  " ms: ", ExceptionToStatus(e).message())));
+              return kj::READY_NOW;
+            }
+            return thread_->timer().afterDelay(delay).then([this, deadline, delay, cause] {
+              return Reconnect(deadline, std::min(delay * 2, kMaxReconnectDelay), cause);
+            });
+          });
+}
+
+void ClientConnection::GiveUp(const absl::Status& status) {
+  loop_.state = State::kDown;
+  options_.log(LogLevel::kError, std::string(status.message()));
+  for (auto& waiter : std::exchange(loop_.waiting, {})) waiter->reject(ToException(status));
+  for (SessionUser* user : std::vector<SessionUser*>(loop_.users)) user->ReconnectFailed(status);
+}
+
+}  // namespace cairn::net::internal

@@ -1,0 +1,644 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// The proxy client's consumer. The network thread keeps receive() calls in flight while the
+// consumer's queue has room, and queues what arrives; the application's threads take messages
+// from the queue and record acknowledgements, which the network thread sends in groups and
+// keeps until the proxy has persisted them (to send them again after a reconnect).
+#include "net/client/consumer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "cairn/batch.h"
+#include "cairn/net/limits.h"
+#include "kj/debug.h"
+#include "net/client/client_internal.h"
+#include "net/client/offset_runs.h"
+#include "net/schema/proxy.capnp.h"
+#include "src/util/mutex.h"
+
+namespace cairn::net::internal {
+namespace {
+
+// Individual acknowledgements wait this long, or until there are kAckBatch of them, and go
+// together in one call per partition.
+constexpr kj::Duration kAckDelay = 2 * kj::MILLISECONDS;
+constexpr size_t kAckBatch = 1024;
+// While a consumer has acknowledgements the proxy may not have persisted, it asks for persist()
+// this often: what it must re-send after a reconnect stays small.
+constexpr kj::Duration kPersistInterval = 500 * kj::MILLISECONDS;
+// receive() calls a consumer keeps in flight while its queue has room.
+constexpr int kReceiveCredits = 2;
+// A consumer retries a failed receive() (other than a lost connection) after this long.
+constexpr kj::Duration kReceiveRetryDelay = 200 * kj::MILLISECONDS;
+
+// One acknowledgement the proxy may not have persisted yet.
+struct AckRecord {
+  uint64_t seq = 0;
+  uint32_t partition = 0;
+  uint64_t offset = 0;  // individual: the offset; cumulative: the end (exclusive)
+  bool cumulative = false;
+};
+
+// The consumer's state, by owner (see the members): the queue and the acknowledgements, which
+// the application's threads and the network thread share under mu_, and LoopState, which only
+// the network thread's event loop touches. Receive, Ack, AckCumulative, RedeliverUnacknowledged,
+// Persist and Close are for the application's threads; the SessionUser methods and everything
+// they call run on the network thread.
+class ConsumerCore final : public SessionUser {
+ public:
+  ConsumerCore(ClientConnection& client, std::string topic, const ConsumerOptions& options,
+               uint32_t partitions)
+      : client_(client),
+        thread_(client.thread()),
+        topic_(std::move(topic)),
+        options_(options),
+        partitions_(partitions),
+        acked_(partitions),
+        cumulative_end_(partitions, 0) {}
+  ~ConsumerCore() noexcept override {}
+
+  // Network thread.
+  void Start(rpc::Consumer::Client cap) {
+    loop_.tasks = kj::heap<kj::TaskSet>(thread_);
+    client_.AddUser(this);
+    Subscribed(kj::mv(cap));
+  }
+
+  bool OnLoopThread() const { return thread_.OnLoopThread(); }
+  absl::Status CalledFromCallback() const { return thread_.CalledFromCallback(); }
+
+  absl::StatusOr<std::optional<Message>> Receive(std::chrono::microseconds wait) {
+    if (thread_.OnLoopThread()) return thread_.CalledFromCallback();
+    // Read the clock only to wait: a busy consumer finds a message queued.
+    std::optional<std::chrono::steady_clock::time_point> deadline;
+    cairn::internal::UniqueLock lock(mu_);
+    for (;;) {
+      if (down_) {
+        // The client gave up reconnecting and said so; waiting for messages tries again.
+        down_ = false;
+        thread_.Post([this] { Kick(); });
+      }
+      if (!error_.ok()) return std::exchange(error_, absl::OkStatus());
+      if (closed_) return absl::FailedPreconditionError("the consumer is closed");
+      while (!queue_.empty()) {
+        Message message = std::move(queue_.front());
+        queue_.pop_front();
+        queued_bytes_ -= Size(message);
+        MaybeRefill();
+        if (Acked(message.id)) continue;  // acknowledged since it was queued (a redelivery)
+        return std::optional<Message>(std::move(message));
+      }
+      if (!deadline.has_value()) deadline = std::chrono::steady_clock::now() + wait;
+      if (arrived_.wait_until(lock.native(), *deadline) == std::cv_status::timeout &&
+          queue_.empty() && error_.ok()) {
+        return std::optional<Message>();
+      }
+    }
+  }
+
+  absl::Status Ack(const MessageId& id) {
+    if (id.partition >= partitions_) return BadPartition(id);
+    bool post = false;
+    {
+      cairn::internal::MutexLock lock(mu_);
+      if (closed_) return absl::FailedPreconditionError("the consumer is closed");
+      if (Acked(id)) return absl::OkStatus();
+      acked_[id.partition].insert(id.offset);
+      unsent_.push_back({0, id.partition, id.offset, false});
+      if (unsent_.size() >= kAckBatch && !ack_flush_posted_) {
+        ack_flush_posted_ = true;
+        post = true;
+      } else if (!ack_timer_posted_) {
+        ack_timer_posted_ = true;
+        post = true;
+      }
+    }
+    if (post) thread_.Post([this] { AckSoon(); });
+    return absl::OkStatus();
+  }
+
+  absl::Status AckCumulative(const MessageId& id) {
+    if (id.partition >= partitions_) return BadPartition(id);
+    if (options_.type == SubscriptionType::kShared) {
+      return absl::FailedPreconditionError(
+          "cumulative acknowledgement is not available on a shared subscription");
+    }
+    {
+      cairn::internal::MutexLock lock(mu_);
+      if (closed_) return absl::FailedPreconditionError("the consumer is closed");
+      if (id.offset + 1 <= cumulative_end_[id.partition]) return absl::OkStatus();
+      cumulative_end_[id.partition] = id.offset + 1;
+      unsent_.push_back({0, id.partition, id.offset + 1, true});
+      if (ack_timer_posted_) return absl::OkStatus();
+      ack_timer_posted_ = true;
+    }
+    thread_.Post([this] { AckSoon(); });
+    return absl::OkStatus();
+  }
+
+  absl::Status RedeliverUnacknowledged() {
+    {
+      cairn::internal::MutexLock lock(mu_);
+      // All of it comes again.
+      queue_.clear();
+      queued_bytes_ = 0;
+    }
+    return Blocking([this]() -> kj::Promise<void> {
+      SendAcks();
+      return loop_.cap->redeliverUnacknowledgedRequest().send().ignoreResult();
+    });
+  }
+
+  absl::Status Persist() {
+    return Blocking([this] {
+      SendAcks();
+      return PersistNow();
+    });
+  }
+
+  absl::Status Close() {
+    if (thread_.OnLoopThread()) return thread_.CalledFromCallback();
+    absl::Status persisted = Persist();
+    // Leave on the proxy before returning, so that a new consumer (an exclusive one, say) can
+    // subscribe at once. A lost connection has left already.
+    absl::Status left = Blocking(
+        [this]() -> kj::Promise<void> { return loop_.cap->closeRequest().send().ignoreResult(); });
+    if (persisted.ok() && !left.ok() && !absl::IsUnavailable(left)) persisted = left;
+    {
+      cairn::internal::MutexLock lock(mu_);
+      closed_ = true;
+    }
+    arrived_.notify_all();
+    thread_.PostAndWait([this] {
+      client_.RemoveUser(this);
+      for (auto& waiter : std::exchange(loop_.waiting, {})) {
+        waiter->reject(ToException(absl::FailedPreconditionError("the consumer is closed")));
+      }
+      loop_.tasks = nullptr;
+      loop_.cap.reset();  // leaves the subscription
+    });
+    return persisted;
+  }
+
+  // ---- network thread ----
+
+  // The calls in flight fail on their own; answers of the old session that still arrive are
+  // ignored (loop_.session).
+  void ConnectionLost() override {
+    loop_.cap.reset();
+    ++loop_.session;
+    loop_.credits = 0;
+    cairn::internal::MutexLock lock(mu_);
+    // What was delivered and not acknowledged comes again after the reconnect.
+    queue_.clear();
+    queued_bytes_ = 0;
+    starved_ = false;
+  }
+
+  void Reconnected() override { Resubscribe(client_.thread().timer().now() + ReconnectTime()); }
+
+  void ReconnectFailed(const absl::Status& status) override {
+    for (auto& waiter : std::exchange(loop_.waiting, {})) waiter->reject(ToException(status));
+    {
+      cairn::internal::MutexLock lock(mu_);
+      error_ = status;
+      down_ = true;
+    }
+    arrived_.notify_all();
+  }
+
+ private:
+  kj::Duration ReconnectTime() const {
+    return client_.options().reconnect_timeout.count() * kj::MILLISECONDS;
+  }
+
+  static absl::Status BadPartition(const MessageId& id) {
+    return absl::InvalidArgumentError(absl::StrCat("no partition ", id.partition));
+  }
+
+  static size_t Size(const Message& m) {
+    return m.value.size() + (m.key ? m.key->size() : 0) + kMessageOverhead;
+  }
+
+  bool Acked(const MessageId& id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return id.offset < cumulative_end_[id.partition] || acked_[id.partition].contains(id.offset);
+  }
+
+  // After the queue shrank, asks for more if receiving stopped for lack of room.
+  void MaybeRefill() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (starved_ && queued_bytes_ < options_.receive_queue_bytes) {
+      starved_ = false;
+      thread_.Post([this] { ReceiveMore(); });
+    }
+  }
+
+  // Runs `call` on the network thread once subscribed, and waits for it.
+  template <typename Func>
+  absl::Status Blocking(Func&& call) {
+    if (thread_.OnLoopThread()) return thread_.CalledFromCallback();
+    return thread_.CallVoid([&]() -> kj::Promise<void> {
+      if (loop_.tasks.get() == nullptr) {
+        return ToException(absl::FailedPreconditionError("the consumer is closed"));
+      }
+      return WhenSubscribed().then([&, generation = client_.generation()] {
+        return call().catch_([this, generation](kj::Exception&& e) {
+          client_.CheckLost(generation, e);
+          kj::throwFatalException(kj::mv(e));
+        });
+      });
+    });
+  }
+
+  // Starts reconnecting if the client gave up; Reconnected then subscribes again.
+  void Kick() {
+    if (loop_.tasks.get() == nullptr || client_.connected()) return;
+    loop_.tasks->add(client_.WhenConnected().catch_([](kj::Exception&&) {}));
+  }
+
+  kj::Promise<void> WhenSubscribed() {
+    if (loop_.cap.has_value()) return kj::READY_NOW;
+    Kick();
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    loop_.waiting.push_back(kj::mv(paf.fulfiller));
+    return kj::mv(paf.promise);
+  }
+
+  void Resubscribe(kj::TimePoint deadline) {
+    const uint64_t generation = client_.generation();
+    auto request = client_.proxy().subscribeRequest();
+    request.setTopic(kj::StringPtr(topic_.c_str(), topic_.size()));
+    request.setSubscription(
+        kj::StringPtr(options_.subscription.c_str(), options_.subscription.size()));
+    request.setType(ToRpc(options_.type));
+    request.initStart().setEarliest();  // the subscription exists: ignored
+    request.setConsumerName(
+        kj::StringPtr(options_.consumer_name.c_str(), options_.consumer_name.size()));
+    loop_.tasks->add(request.send().then(
+        [this](capnp::Response<rpc::Proxy::SubscribeResults> response) -> kj::Promise<void> {
+          Subscribed(response.getConsumer());
+          return kj::READY_NOW;
+        },
+        [this, generation, deadline](kj::Exception&& e) -> kj::Promise<void> {
+          if (client_.CheckLost(generation, e)) return kj::READY_NOW;
+          const absl::Status status = ExceptionToStatus(e);
+          // The proxy may not have seen the old consumer leave yet (an exclusive subscription
+          // refuses a second one): try again for a while.
+          if ((absl::IsFailedPrecondition(status) || absl::IsUnavailable(status)) &&
+              thread_.timer().now() < deadline) {
+            return thread_.timer()
+                .afterDelay(kFirstReconnectDelay)
+                .then([this, deadline, generation] {
+                  if (client_.connected() && client_.generation() == generation) {
+                    Resubscribe(deadline);
+                  }
+                });
+          }
+          ReconnectFailed(status);
+          return kj::READY_NOW;
+        }));
+  }
+
+  void Subscribed(rpc::Consumer::Client cap) {
+    loop_.cap.emplace(kj::mv(cap));
+    // Acknowledgements the proxy may not have persisted go first: calls on one capability are
+    // delivered in order, so the proxy has them before it answers a receive.
+    {
+      cairn::internal::MutexLock lock(mu_);
+      for (const AckRecord& record : unpersisted_) Resend(record);
+    }
+    SendAcks();
+    StartPersistTimer();
+    for (auto& waiter : std::exchange(loop_.waiting, {})) waiter->fulfill();
+    ReceiveMore();
+  }
+
+  // Sends `record` again (one of unpersisted_, which the caller walks with mu_ held).
+  void Resend(const AckRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (record.cumulative) {
+      auto request = loop_.cap->ackCumulativeRequest();
+      request.setPartition(record.partition);
+      request.setEnd(record.offset);
+      AddAckCall(request.send().ignoreResult());
+    } else {
+      auto request = loop_.cap->ackRequest();
+      request.setPartition(record.partition);
+      request.initOffsets(1).set(0, record.offset);
+      AddAckCall(request.send().ignoreResult());
+    }
+  }
+
+  void AddAckCall(kj::Promise<void> call) {
+    loop_.tasks->add(call.catch_([this, generation = client_.generation()](kj::Exception&& e) {
+      if (client_.CheckLost(generation, e)) return;
+      const absl::Status status = ExceptionToStatus(e);
+      client_.options().log(LogLevel::kWarning,
+                            absl::StrCat("acknowledging on ", topic_, ": ", status.ToString()));
+      cairn::internal::MutexLock lock(mu_);
+      if (error_.ok()) error_ = status;
+    }));
+  }
+
+  // The first acknowledgement since the last were sent: wait a little for more.
+  void AckSoon() {
+    bool now = false;
+    {
+      cairn::internal::MutexLock lock(mu_);
+      now = unsent_.size() >= kAckBatch;
+    }
+    if (now || loop_.tasks.get() == nullptr) return SendAcks();
+    if (loop_.ack_timer_running) return;
+    loop_.ack_timer_running = true;
+    loop_.tasks->add(thread_.timer().afterDelay(kAckDelay).then([this] {
+      loop_.ack_timer_running = false;
+      SendAcks();
+    }));
+  }
+
+  // Sends the acknowledgements made since the last call: one call per partition for the
+  // individual ones, one per cumulative one. Kept until persisted, to send again after a
+  // reconnect.
+  void SendAcks() {
+    std::vector<AckRecord> sending;
+    {
+      cairn::internal::MutexLock lock(mu_);
+      sending.swap(unsent_);
+      ack_timer_posted_ = false;
+      ack_flush_posted_ = false;
+      for (AckRecord& record : sending) {
+        record.seq = ++ack_seq_;
+        unpersisted_.push_back(record);
+      }
+    }
+    if (sending.empty()) return;
+    if (loop_.cap.has_value()) {
+      std::map<uint32_t, std::vector<uint64_t>> individual;
+      for (const AckRecord& record : sending) {
+        if (!record.cumulative) {
+          individual[record.partition].push_back(record.offset);
+          continue;
+        }
+        auto request = loop_.cap->ackCumulativeRequest();
+        request.setPartition(record.partition);
+        request.setEnd(record.offset);
+        AddAckCall(request.send().ignoreResult());
+      }
+      for (auto& [partition, offsets] : individual) {
+        auto request = loop_.cap->ackRequest();
+        request.setPartition(partition);
+        auto list = request.initOffsets(offsets.size());
+        for (size_t i = 0; i < offsets.size(); ++i) list.set(i, offsets[i]);
+        AddAckCall(request.send().ignoreResult());
+      }
+    }
+    StartPersistTimer();
+  }
+
+  void StartPersistTimer() {
+    if (loop_.persist_timer_running || loop_.tasks.get() == nullptr) return;
+    loop_.persist_timer_running = true;
+    loop_.tasks->add(thread_.timer().afterDelay(kPersistInterval).then([this] {
+      loop_.persist_timer_running = false;
+      if (!loop_.cap.has_value()) return kj::Promise<void>(kj::READY_NOW);
+      return PersistNow().then(
+          [this] {
+            cairn::internal::MutexLock lock(mu_);
+            if (unpersisted_.empty()) return;
+            thread_.Post([this] { StartPersistTimer(); });
+          },
+          [this, generation = client_.generation()](kj::Exception&& e) {
+            client_.CheckLost(generation, e);
+          });
+    }));
+  }
+
+  // Asks the proxy to persist; once it has, forgets the acknowledgements sent before.
+  kj::Promise<void> PersistNow() {
+    uint64_t upto = 0;
+    {
+      cairn::internal::MutexLock lock(mu_);
+      upto = ack_seq_;
+    }
+    return loop_.cap->persistRequest().send().then([this, upto](auto) {
+      cairn::internal::MutexLock lock(mu_);
+      while (!unpersisted_.empty() && unpersisted_.front().seq <= upto) {
+        const AckRecord& record = unpersisted_.front();
+        if (!record.cumulative) acked_[record.partition].erase(record.offset);
+        unpersisted_.pop_front();
+      }
+    });
+  }
+
+  // Keeps kReceiveCredits receive() calls in flight while the queue has room.
+  void ReceiveMore() {
+    if (!loop_.cap.has_value() || loop_.tasks.get() == nullptr) return;
+    while (loop_.credits < kReceiveCredits) {
+      uint64_t room = 0;
+      {
+        cairn::internal::MutexLock lock(mu_);
+        if (queued_bytes_ >= options_.receive_queue_bytes) {
+          starved_ = true;  // Receive asks again once the queue shrinks
+          return;
+        }
+        room = (options_.receive_queue_bytes - queued_bytes_) / kReceiveCredits;
+      }
+      ++loop_.credits;
+      auto request = loop_.cap->receiveRequest();
+      request.setMaxBytes(std::clamp<uint64_t>(room, 1, kMaxReadBytes));
+      request.setWaitUs(kMaxWaitSliceUs);
+      loop_.tasks->add(request.send().then(
+          [this, session = loop_.session](
+              capnp::Response<rpc::Consumer::ReceiveResults> response) -> kj::Promise<void> {
+            if (session != loop_.session) return kj::READY_NOW;  // the connection was lost since
+            --loop_.credits;
+            Deliver(response.getDeliveries());
+            ReceiveMore();
+            return kj::READY_NOW;
+          },
+          [this, session = loop_.session,
+           generation = client_.generation()](kj::Exception&& e) -> kj::Promise<void> {
+            if (client_.CheckLost(generation, e) || session != loop_.session) return kj::READY_NOW;
+            --loop_.credits;
+            {
+              cairn::internal::MutexLock lock(mu_);
+              error_ = ExceptionToStatus(e);
+            }
+            arrived_.notify_all();
+            return thread_.timer().afterDelay(kReceiveRetryDelay).then([this] { ReceiveMore(); });
+          }));
+    }
+  }
+
+  void Deliver(capnp::List<rpc::Delivery>::Reader deliveries) {
+    if (deliveries.size() == 0) return;
+    std::vector<Message> messages;
+    absl::Status damaged;
+    for (rpc::Delivery::Reader delivery : deliveries) {
+      capnp::Data::Reader bytes = delivery.getBatch();
+      absl::StatusOr<BatchView> batch = BatchView::Parse(
+          std::span<const char>(reinterpret_cast<const char*>(bytes.begin()), bytes.size()));
+      if (!batch.ok()) {
+        damaged = absl::DataLossError(absl::StrCat(
+            "topic ", topic_, " partition ", delivery.getPartition(), ": the batch at offset ",
+            delivery.getOffset(), " arrived damaged: ", batch.status().message()));
+        continue;
+      }
+      if (delivery.getPartition() >= partitions_) {
+        damaged = absl::InternalError(
+            absl::StrCat("the proxy delivered partition ", delivery.getPartition()));
+        continue;
+      }
+      std::vector<bool> skip(batch->entry_count(), false);
+      for (uint32_t index : delivery.getAcked()) {
+        if (index < skip.size()) skip[index] = true;
+      }
+      uint32_t index = 0;
+      for (const EntryView& entry : *batch) {
+        if (!skip[index]) {
+          Message message;
+          message.id = {delivery.getPartition(), delivery.getOffset() + index};
+          if (entry.key.has_value()) message.key.emplace(*entry.key);
+          message.value.assign(entry.value);
+          message.timestamp_us = entry.timestamp_us;
+          message.redelivered = delivery.getRedelivered();
+          messages.push_back(std::move(message));
+        }
+        ++index;
+      }
+    }
+    {
+      cairn::internal::MutexLock lock(mu_);
+      for (Message& message : messages) {
+        if (Acked(message.id)) continue;  // acknowledged in this session already
+        queued_bytes_ += Size(message);
+        queue_.push_back(std::move(message));
+      }
+      if (!damaged.ok()) error_ = damaged;
+    }
+    arrived_.notify_all();
+  }
+
+  ClientConnection& client_;
+  NetworkThread& thread_;
+  const std::string topic_;
+  const ConsumerOptions options_;
+  const uint32_t partitions_;
+
+  // What the application's threads and the network thread share.
+  cairn::internal::Mutex mu_;
+  std::condition_variable arrived_;  // with mu_: queue_ grew, error_ set, or closed_
+  std::deque<Message> queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool starved_ ABSL_GUARDED_BY(mu_) = false;  // receiving stopped for lack of room
+  absl::Status error_ ABSL_GUARDED_BY(mu_);    // returned by the next Receive
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool down_ ABSL_GUARDED_BY(mu_) = false;  // the client gave up reconnecting
+  // Acknowledgements: made and not sent; sent and not known persisted (in order); the individual
+  // ones among both, and per partition the cumulative end so far (what this session will not
+  // deliver again).
+  std::vector<AckRecord> unsent_ ABSL_GUARDED_BY(mu_);
+  std::deque<AckRecord> unpersisted_ ABSL_GUARDED_BY(mu_);
+  std::vector<OffsetRuns> acked_ ABSL_GUARDED_BY(mu_);  // per partition
+  std::vector<uint64_t> cumulative_end_ ABSL_GUARDED_BY(mu_);
+  uint64_t ack_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  bool ack_timer_posted_ ABSL_GUARDED_BY(mu_) = false;
+  bool ack_flush_posted_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Owned by the network thread: only its event loop reads or writes these (the subscription's
+  // capability, the calls in flight, the timers), so they need no lock.
+  struct LoopState {
+    std::optional<rpc::Consumer::Client> cap;  // none while not subscribed
+    kj::Own<kj::TaskSet> tasks;                // null once closed
+    uint64_t session = 0;                      // one more each time the connection is lost
+    int credits = 0;                           // receive() calls in flight
+    bool ack_timer_running = false;
+    bool persist_timer_running = false;
+    std::vector<kj::Own<kj::PromiseFulfiller<void>>> waiting;  // for a subscription
+  };
+  LoopState loop_;
+};
+
+class ConsumerImpl final : public Consumer {
+ public:
+  explicit ConsumerImpl(std::unique_ptr<ConsumerCore> core) : core_(std::move(core)) {}
+  ~ConsumerImpl() override {
+    if (!closed_) Close().IgnoreError();
+  }
+  absl::StatusOr<std::optional<Message>> Receive(std::chrono::microseconds wait) override {
+    return core_->Receive(wait);
+  }
+  absl::Status Ack(const MessageId& id) override { return core_->Ack(id); }
+  absl::Status AckCumulative(const MessageId& id) override { return core_->AckCumulative(id); }
+  absl::Status RedeliverUnacknowledged() override { return core_->RedeliverUnacknowledged(); }
+  absl::Status Persist() override { return core_->Persist(); }
+  absl::Status Close() override {
+    if (closed_) return absl::OkStatus();
+    if (core_->OnLoopThread()) return core_->CalledFromCallback();
+    closed_ = true;
+    return core_->Close();
+  }
+
+ private:
+  std::unique_ptr<ConsumerCore> core_;
+  bool closed_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Consumer>> OpenConsumer(ClientConnection& connection,
+                                                       std::string_view topic,
+                                                       const ConsumerOptions& options) {
+  if (options.subscription.empty()) {
+    return absl::InvalidArgumentError("a consumer needs a subscription name");
+  }
+  std::unique_ptr<ConsumerCore> core;
+  std::string storage;
+  absl::StatusOr<bool> subscribed = connection.Admin<bool>([&](rpc::Proxy::Client& proxy) {
+    auto request = proxy.subscribeRequest();
+    request.setTopic(Text(topic, storage));
+    request.setSubscription(
+        kj::StringPtr(options.subscription.c_str(), options.subscription.size()));
+    request.setType(ToRpc(options.type));
+    auto start = request.initStart();
+    switch (options.start.kind) {
+      case SubscriptionStart::Kind::kEarliest:
+        start.setEarliest();
+        break;
+      case SubscriptionStart::Kind::kLatest:
+        start.setLatest();
+        break;
+      case SubscriptionStart::Kind::kOffset:
+        start.setOffset(options.start.offset);
+        break;
+      case SubscriptionStart::Kind::kTime:
+        start.setTimeUs(options.start.timestamp_us);
+        break;
+    }
+    request.setConsumerName(
+        kj::StringPtr(options.consumer_name.c_str(), options.consumer_name.size()));
+    return request.send().then([&](capnp::Response<rpc::Proxy::SubscribeResults> response) {
+      const uint32_t partitions = response.getPartitions();
+      if (partitions == 0) {
+        kj::throwFatalException(
+            ToException(absl::InternalError("the proxy answered subscribe with no partitions")));
+      }
+      core = std::make_unique<ConsumerCore>(connection, std::string(topic), options, partitions);
+      core->Start(response.getConsumer());
+      return true;
+    });
+  });
+  if (!subscribed.ok()) return subscribed.status();
+  return std::make_unique<ConsumerImpl>(std::move(core));
+}
+
+}  // namespace cairn::net::internal
