@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "src/ledger/disk_format.h"
+#include "src/util/mutex.h"
 
 namespace cairn::internal {
 
@@ -110,20 +111,20 @@ class AppendBufferPool {
   std::vector<char> Take(std::span<const char> bytes) {
     std::vector<char> b;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       b = pool_.Take();
     }
     b.assign(bytes.begin(), bytes.end());
     return b;
   }
   void Give(std::vector<char> b) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     pool_.Give(std::move(b));
   }
 
  private:
-  std::mutex mu_;
-  BufferPool pool_;  // guarded by mu_
+  Mutex mu_;
+  BufferPool pool_ ABSL_GUARDED_BY(mu_);
 };
 
 // Zeros in aligned memory, for writes of zeros ahead of a file's data. Grows on demand.

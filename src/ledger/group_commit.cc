@@ -31,7 +31,7 @@ namespace cairn::internal {
 // --- The worker: group commit -------------------------------------------------------------------
 
 uint32_t StoreImpl::Enqueue(PendingAppend append) {
-  std::unique_lock lock(mu_);
+  UniqueLock lock(mu_);
   // The append goes into the next group RunRound takes, unless group_commit_max_bytes leaves it
   // for a later one (its thread is then woken once for nothing, and sleeps again).
   append.wake_bits = uint32_t{1} << ((rounds_gathered_ + 1) % 32);
@@ -53,7 +53,7 @@ uint32_t StoreImpl::Enqueue(PendingAppend append) {
     return wake_bits;
   }
   const uint64_t bytes = append.bytes.size();
-  space_.wait(lock, [&] {
+  space_.wait(lock.native(), [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return in_flight_bytes_ == 0 || in_flight_bytes_ + bytes <= options_.max_in_flight_bytes;
   });
   in_flight_bytes_ += bytes;
@@ -71,7 +71,7 @@ uint32_t StoreImpl::Enqueue(PendingAppend append) {
     return wake_bits;
   }
   appender_rounds_.fetch_add(1, std::memory_order_relaxed);
-  RunRound(lock);
+  RunRound();
   // The worker also waits for a background sync to fall due.
   const bool more = !queue_.empty() || stopping_ || background_sync_due_.has_value();
   lock.unlock();
@@ -79,7 +79,7 @@ uint32_t StoreImpl::Enqueue(PendingAppend append) {
   return wake_bits;
 }
 
-void StoreImpl::RunRound(std::unique_lock<std::mutex>& lock) {
+void StoreImpl::RunRound() {
   round_running_ = true;
   ++rounds_gathered_;
   std::vector<PendingAppend> group;
@@ -90,10 +90,12 @@ void StoreImpl::RunRound(std::unique_lock<std::mutex>& lock) {
     group.push_back(std::move(queue_.front()));
     queue_.pop_front();
   }
-  lock.unlock();
+  // The caller's lock is released around the round and held again after it (the caller's
+  // UniqueLock still owns it on return).
+  mu_.unlock();
   ProcessGroup(group);
   for (PendingAppend& append : group) append_buffers_.Give(std::move(append.bytes));
-  lock.lock();
+  mu_.lock();
   round_running_ = false;
   round_done_.notify_all();
   last_round_appends_ = group.size();
@@ -114,8 +116,8 @@ void StoreImpl::RunRound(std::unique_lock<std::mutex>& lock) {
 }
 
 void StoreImpl::WorkerLoop() {
-  std::unique_lock lock(mu_);
-  const auto sync_due = [&] {
+  UniqueLock lock(mu_);
+  const auto sync_due = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return background_sync_due_.has_value() &&
            std::chrono::steady_clock::now() >= *background_sync_due_;
   };
@@ -124,9 +126,9 @@ void StoreImpl::WorkerLoop() {
     while (round_running_ ||
            !(stopping_ || !queue_.empty() || checkpoint_requested_ || sync_due())) {
       if (background_sync_due_.has_value() && !round_running_) {
-        work_.wait_until(lock, *background_sync_due_);
+        work_.wait_until(lock.native(), *background_sync_due_);
       } else {
-        work_.wait(lock);
+        work_.wait(lock.native());
       }
     }
     if (sync_due() && !stopping_) {
@@ -174,15 +176,17 @@ void StoreImpl::WorkerLoop() {
     }
     if (options_.group_commit_max_delay_us > 0 && !stopping_) {
       // Give more appenders a chance to join this group.
-      auto queued = [&] {
+      auto queued = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         uint64_t bytes = 0;
         for (const PendingAppend& a : queue_) bytes += a.bytes.size();
         return bytes;
       };
-      work_.wait_for(lock, std::chrono::microseconds(options_.group_commit_max_delay_us),
-                     [&] { return stopping_ || queued() >= options_.group_commit_max_bytes; });
+      work_.wait_for(lock.native(), std::chrono::microseconds(options_.group_commit_max_delay_us),
+                     [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                       return stopping_ || queued() >= options_.group_commit_max_bytes;
+                     });
     }
-    RunRound(lock);
+    RunRound();
   }
 }
 
@@ -246,7 +250,7 @@ size_t StoreImpl::PlanRound(Round& round, size_t begin) {
   round.begin = begin;
   absl::Status stopped;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopped = fail_stop_;
   }
   size_t end = begin;

@@ -91,7 +91,7 @@ absl::Status StoreImpl::Checkpoint() {
   dirty_.clear();
   bool retried;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++checkpoints_;
     retried = !checkpoint_error_.ok();
     checkpoint_error_ = absl::OkStatus();
@@ -127,7 +127,7 @@ void StoreImpl::CheckpointFailed(const absl::Status& status) {
   checkpoint_retry_at_ = std::chrono::steady_clock::now() + kCheckpointRetryDelay;
   bool first;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     first = checkpoint_error_.ok();
     ++checkpoint_failures_;
     checkpoint_error_ = annotated;
@@ -141,13 +141,17 @@ void StoreImpl::CheckpointFailed(const absl::Status& status) {
 }
 
 absl::Status StoreImpl::ReplayBatch(std::span<const char> batch, const BatchHeader& header) {
-  auto it = ledgers_.find(header.ledger_id);
+  std::shared_ptr<Ledger> found;
+  {
+    MutexLock lock(mu_);
+    if (auto it = ledgers_.find(header.ledger_id); it != ledgers_.end()) found = it->second;
+  }
   const auto skip = [&] {
     ++report_.journal_batches_skipped;
     return absl::OkStatus();
   };
-  if (it == ledgers_.end()) return skip();  // Deleted since: nothing to restore.
-  Ledger& ledger = *it->second;
+  if (found == nullptr) return skip();  // Deleted since: nothing to restore.
+  Ledger& ledger = *found;
   if (ledger.state == LedgerState::kSealed) return skip();  // Complete in segments.
   const uint64_t next = ledger.next_entry_id;
   const uint64_t end = header.base_entry_id + header.entry_count;
@@ -175,7 +179,7 @@ absl::Status StoreImpl::ReplayBatch(std::span<const char> batch, const BatchHead
   segment.tail_loaded = false;  // Written around the direct-I/O tail: reload it before use.
   ledger.next_entry_id = end;
   ledger.last_add_confirmed = end - 1;
-  dirty_[ledger.id] = it->second;
+  dirty_[ledger.id] = found;
   ++report_.journal_batches_replayed;
   return absl::OkStatus();
 }

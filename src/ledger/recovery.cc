@@ -61,7 +61,10 @@ absl::Status StoreImpl::OpenStore() {
   report_.clean_shutdown = true;
   direct_io_ = options_.direct_io;
   for (const std::string& dir : options_.data_dirs) CAIRN_RETURN_IF_ERROR(OpenDataDir(dir));
-  report_.ledgers = ledgers_.size();
+  {
+    MutexLock lock(mu_);
+    report_.ledgers = ledgers_.size();
+  }
   {
     CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<IoQueue> queue, NewQueue());
     const std::string ids = Join(options_.data_dirs[0], "IDS");
@@ -70,7 +73,11 @@ absl::Status StoreImpl::OpenStore() {
       CAIRN_ASSIGN_OR_RETURN(std::string bytes, ReadFile(*fs_, *queue, ids));
       absl::StatusOr<uint64_t> highest = DecodeIdsFile(bytes);
       if (!highest.ok()) return Annotate(highest.status(), ids);
-      persisted_highest_id_ = *highest;
+      {
+        MutexLock ids_lock(ids_mu_);
+        persisted_highest_id_ = *highest;
+      }
+      MutexLock lock(mu_);
       highest_id_ = any_ledger_ ? std::max(highest_id_, *highest) : *highest;
       any_ledger_ = true;
     }
@@ -389,7 +396,7 @@ absl::Status StoreImpl::RecoverLedger(const std::string& dir, uint64_t id, IoQue
     ledger->last_add_confirmed = meta->last_entry_id;
   }
   ++report.ledgers;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   highest_id_ = any_ledger_ ? std::max(highest_id_, id) : id;
   any_ledger_ = true;
   ledgers_[id] = std::move(ledger);

@@ -91,7 +91,7 @@ std::string StoreImpl::LedgerDir(uint64_t id) const {
 
 absl::Status StoreImpl::Close() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (closed_ || fs_ == nullptr) return absl::OkStatus();
     stopping_ = true;
   }
@@ -103,7 +103,7 @@ absl::Status StoreImpl::Close() {
   bool failed;
   std::vector<std::shared_ptr<Ledger>> ledgers;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     closed_ = true;
     failed = !fail_stop_.ok();
     for (auto& [id, ledger] : ledgers_) ledgers.push_back(ledger);
@@ -122,7 +122,10 @@ absl::Status StoreImpl::Close() {
     }
   }
   StopRemover();
-  ledgers_.clear();
+  {
+    MutexLock lock(mu_);
+    ledgers_.clear();
+  }
   round_io_.reset();
   worker_queue_.reset();
   locks_.clear();
@@ -143,7 +146,7 @@ void StoreImpl::RemoveInBackground(std::vector<std::string> paths) {
     return;
   }
   {
-    std::lock_guard lock(remover_mu_);
+    MutexLock lock(remover_mu_);
     for (std::string& path : paths) {
       if (std::find(to_remove_.begin(), to_remove_.end(), path) == to_remove_.end()) {
         to_remove_.push_back(std::move(path));
@@ -151,9 +154,11 @@ void StoreImpl::RemoveInBackground(std::vector<std::string> paths) {
     }
     if (!remover_.joinable()) {
       remover_ = std::thread([this, remove] {
-        std::unique_lock lock(remover_mu_);
+        UniqueLock lock(remover_mu_);
         for (;;) {
-          remover_cv_.wait(lock, [&] { return remover_stopping_ || !to_remove_.empty(); });
+          remover_cv_.wait(lock.native(), [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(remover_mu_) {
+            return remover_stopping_ || !to_remove_.empty();
+          });
           if (to_remove_.empty()) return;  // Stopping, and everything is removed.
           // Stays queued while it is removed, so that it is not queued again meanwhile.
           const std::string path = to_remove_.front();
@@ -170,7 +175,7 @@ void StoreImpl::RemoveInBackground(std::vector<std::string> paths) {
 
 void StoreImpl::StopRemover() {
   {
-    std::lock_guard lock(remover_mu_);
+    MutexLock lock(remover_mu_);
     remover_stopping_ = true;
   }
   remover_cv_.notify_one();
@@ -181,7 +186,7 @@ void StoreImpl::StopRemover() {
 // -------------------------------------------------------------------------------
 
 absl::StatusOr<std::shared_ptr<Ledger>> StoreImpl::FindLedger(uint64_t id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (closed_) return absl::FailedPreconditionError("the store is closed");
   auto it = ledgers_.find(id);
   if (it == ledgers_.end()) return absl::NotFoundError(absl::StrCat("no ledger ", id));
@@ -191,7 +196,7 @@ absl::StatusOr<std::shared_ptr<Ledger>> StoreImpl::FindLedger(uint64_t id) {
 absl::StatusOr<uint64_t> StoreImpl::CreateLedger(std::optional<uint64_t> requested) {
   uint64_t id;
   {
-    std::unique_lock lock(mu_);
+    UniqueLock lock(mu_);
     if (closed_) return absl::FailedPreconditionError("the store is closed");
     if (!fail_stop_.ok()) return fail_stop_;
     if (requested.has_value()) {
@@ -205,7 +210,7 @@ absl::StatusOr<uint64_t> StoreImpl::CreateLedger(std::optional<uint64_t> request
         const uint64_t failures = checkpoint_failures_;
         checkpoint_requested_ = true;
         work_.notify_one();
-        checkpointed_.wait(lock, [&] {
+        checkpointed_.wait(lock.native(), [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
           return checkpoints_ >= target || checkpoint_failures_ > failures || !fail_stop_.ok() ||
                  stopping_ || closed_;
         });
@@ -238,7 +243,7 @@ absl::StatusOr<uint64_t> StoreImpl::CreateLedger(std::optional<uint64_t> request
     CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<IoQueue> queue, NewQueue());
     {
       // Record the new highest id before the ledger exists, so it is never handed out again.
-      std::lock_guard ids_lock(ids_mu_);
+      MutexLock ids_lock(ids_mu_);
       if (!persisted_highest_id_.has_value() || id > *persisted_highest_id_) {
         CAIRN_RETURN_IF_ERROR(
             WriteFileAtomically(*queue, Join(options_.data_dirs[0], "IDS"), EncodeIdsFile(id)));
@@ -251,7 +256,7 @@ absl::StatusOr<uint64_t> StoreImpl::CreateLedger(std::optional<uint64_t> request
     return SyncDir(*fs_, *queue, ParentDirectory(dir));
   }();
   OnFailure(FailedStep::kCreateOrDelete, status).IgnoreError();  // Returned below, annotated.
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!status.ok()) {
     ledgers_.erase(id);
     return Annotate(status, absl::StrCat("creating ledger ", id));
@@ -262,7 +267,7 @@ absl::StatusOr<uint64_t> StoreImpl::CreateLedger(std::optional<uint64_t> request
 }
 
 std::vector<uint64_t> StoreImpl::ListLedgers() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<uint64_t> ids;
   for (const auto& [id, ledger] : ledgers_) {
     std::lock_guard ledger_lock(ledger->mu);
@@ -288,7 +293,7 @@ absl::StatusOr<LedgerInfo> StoreImpl::GetLedgerInfo(uint64_t id) {
 absl::Status StoreImpl::DeleteLedger(uint64_t id) {
   std::shared_ptr<Ledger> ledger;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (closed_) return absl::FailedPreconditionError("the store is closed");
     if (!fail_stop_.ok()) return fail_stop_;
     auto it = ledgers_.find(id);
@@ -347,13 +352,13 @@ absl::StatusOr<uint64_t> StoreImpl::Fence(uint64_t id) {
 template <typename Work>
 auto StoreImpl::AsRound(Work work) {
   {
-    std::unique_lock lock(mu_);
-    round_done_.wait(lock, [&] { return !round_running_; });
+    UniqueLock lock(mu_);
+    round_done_.wait(lock.native(), [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !round_running_; });
     round_running_ = true;
   }
   auto result = work();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     round_running_ = false;
   }
   round_done_.notify_all();
@@ -402,7 +407,7 @@ absl::StatusOr<uint64_t> StoreImpl::SealFenced(uint64_t id, uint64_t last) {
   return AsRound([&]() -> absl::StatusOr<uint64_t> {
     CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<IoQueue> queue, NewQueue());
     {
-      std::lock_guard store_lock(mu_);
+      MutexLock store_lock(mu_);
       if (!fail_stop_.ok()) return fail_stop_;
     }
     absl::Status finished;
@@ -448,7 +453,7 @@ absl::StatusOr<uint64_t> StoreImpl::SealLedger(const std::shared_ptr<Ledger>& le
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<IoQueue> queue, NewQueue());
   {
     // The store's lock comes before a ledger's (see store_impl.h), so look at it first.
-    std::lock_guard store_lock(mu_);
+    MutexLock store_lock(mu_);
     if (!fail_stop_.ok()) return fail_stop_;
   }
   uint64_t last;
@@ -494,7 +499,7 @@ absl::StatusOr<uint64_t> StoreImpl::SealLedger(const std::shared_ptr<Ledger>& le
 absl::StatusOr<std::unique_ptr<LedgerWriter>> StoreImpl::OpenWriter(uint64_t id) {
   CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<Ledger> ledger, FindLedger(id));
   {
-    std::lock_guard store_lock(mu_);
+    MutexLock store_lock(mu_);
     if (!fail_stop_.ok()) return fail_stop_;
   }
   std::lock_guard lock(ledger->mu);
@@ -566,7 +571,7 @@ TimeDistribution StoreImpl::TimeCounter::Read() const {
 }
 
 bool StoreImpl::read_only() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return !fail_stop_.ok();
 }
 
@@ -577,7 +582,7 @@ absl::Status StoreImpl::OnFailure(FailedStep step, absl::Status status) {
 
 void StoreImpl::FailStop(const absl::Status& cause) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!fail_stop_.ok()) return;
     fail_stop_ = absl::UnavailableError(
         absl::StrCat("the store is read-only after an I/O failure (", cause.ToString(), ")"));

@@ -42,6 +42,7 @@
 #include "src/ledger/failure_policy.h"
 #include "src/ledger/journal.h"
 #include "src/ledger/round_io.h"
+#include "src/util/mutex.h"
 #include "src/ledger/index_cache.h"
 
 namespace cairn::internal {
@@ -235,9 +236,9 @@ class StoreImpl final : public Store {
 
   // The worker.
   void WorkerLoop();
-  // Takes the next group off the queue and runs it (ProcessGroup) with mu_ released; `lock`
-  // holds mu_ on entry and on return, and no round is running on entry.
-  void RunRound(std::unique_lock<std::mutex>& lock);
+  // Takes the next group off the queue and runs it (ProcessGroup) with mu_ released; mu_ is
+  // held on entry and on return, and no round is running on entry.
+  void RunRound() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs a group of appends as rounds: each takes appends until one needs a new segment (the
   // roll then runs after the round), and goes through the phases below in order.
   void ProcessGroup(std::vector<PendingAppend>& group);
@@ -319,43 +320,44 @@ class StoreImpl final : public Store {
   RecoveryReport report_;
   IndexCache index_cache_;
 
-  mutable std::mutex mu_;
+  // The store's lock: the ledger map, the append queue, the round flag, the store's state.
+  mutable Mutex mu_;
   std::condition_variable work_;   // The worker waits here for appends.
   std::condition_variable space_;  // Appenders wait here for in-flight bytes to drop.
-  std::map<uint64_t, std::shared_ptr<Ledger>> ledgers_;
-  uint64_t highest_id_ = 0;  // Highest id in use or ever created (with any_ledger_).
-  bool any_ledger_ = false;
-  // The highest id recorded in the IDS file; guarded by ids_mu_, which serialises its writes.
-  std::mutex ids_mu_;
-  std::optional<uint64_t> persisted_highest_id_;
-  std::deque<PendingAppend> queue_;
-  uint64_t in_flight_bytes_ = 0;
+  std::map<uint64_t, std::shared_ptr<Ledger>> ledgers_ ABSL_GUARDED_BY(mu_);
+  uint64_t highest_id_ ABSL_GUARDED_BY(mu_) = 0;  // Highest id in use or ever created (with any_ledger_).
+  bool any_ledger_ ABSL_GUARDED_BY(mu_) = false;
+  // The highest id recorded in the IDS file; ids_mu_ serialises its writes.
+  Mutex ids_mu_;
+  std::optional<uint64_t> persisted_highest_id_ ABSL_GUARDED_BY(ids_mu_);
+  std::deque<PendingAppend> queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t in_flight_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // A round (ProcessGroup) is running, on the worker or on a blocking appender's thread: rounds
   // never overlap, and the state below marked "owned by the round" is used by one at a time.
-  bool round_running_ = false;
+  bool round_running_ ABSL_GUARDED_BY(mu_) = false;
   std::condition_variable round_done_;  // round_running_ went false.
   // Runs `work` with round_running_ held, as a round: no round, checkpoint or background sync
   // runs meanwhile (for work on a ledger that rounds may be writing). Call with no lock held.
   template <typename Work>
   auto AsRound(Work work);
-  size_t last_round_appends_ = 0;
-  uint64_t rounds_gathered_ = 0;  // Groups RunRound took from queue_.
+  size_t last_round_appends_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t rounds_gathered_ ABSL_GUARDED_BY(mu_) = 0;  // Groups RunRound took from queue_.
   // kAsync with async_sync_interval_ms: the ledgers written since the last background sync, and
   // when that sync falls due (set by the first round that adds a ledger).
-  std::map<uint64_t, std::shared_ptr<Ledger>> unsynced_;
-  uint64_t unsynced_bytes_ = 0;  // What the rounds wrote to unsynced_'s ledgers.
-  std::optional<std::chrono::steady_clock::time_point> background_sync_due_;
+  std::map<uint64_t, std::shared_ptr<Ledger>> unsynced_ ABSL_GUARDED_BY(mu_);
+  uint64_t unsynced_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // What the rounds wrote to unsynced_'s ledgers.
+  std::optional<std::chrono::steady_clock::time_point> background_sync_due_ ABSL_GUARDED_BY(mu_);
   // Owned by the round: the ledgers it wrote, for unsynced_ (background syncs only).
   std::vector<std::shared_ptr<Ledger>> round_written_;
   uint64_t round_written_bytes_ = 0;
-  bool stopping_ = false;
-  bool worker_stopped_ = false;  // The worker answered its last append and returned.
-  bool closed_ = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool worker_stopped_ ABSL_GUARDED_BY(mu_) = false;  // The worker answered its last append and returned.
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
   // Set when OpenStore() succeeded. A store whose opening failed is released by Close() without
   // writing anything: no checkpoint, no CLEAN marker, no journal file, so that a failed Open
   // (damage found, say) leaves the directories as recovery found them.
   bool opened_ = false;
-  absl::Status fail_stop_;  // Not OK once read-only.
+  absl::Status fail_stop_ ABSL_GUARDED_BY(mu_);  // Not OK once read-only.
 
   // The journal. Owned by the round once the store is open.
   bool journaled() const { return !options_.journal_dir.empty(); }
@@ -391,12 +393,11 @@ class StoreImpl final : public Store {
   // Reusing the id of a ledger deleted since the last checkpoint: the journal still holds the
   // old ledger's batches, and replay would take them for the new one's. CreateLedger asks the
   // worker for a checkpoint first (checkpoint_requested_) and waits until checkpoints_ moves.
-  // Guarded by mu_.
-  std::set<uint64_t> deleted_since_checkpoint_;
-  bool checkpoint_requested_ = false;
-  uint64_t checkpoints_ = 0;
-  uint64_t checkpoint_failures_ = 0;  // For a full disk (CheckpointFailed).
-  absl::Status checkpoint_error_;     // The last one's.
+  std::set<uint64_t> deleted_since_checkpoint_ ABSL_GUARDED_BY(mu_);
+  bool checkpoint_requested_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t checkpoints_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t checkpoint_failures_ ABSL_GUARDED_BY(mu_) = 0;  // For a full disk (CheckpointFailed).
+  absl::Status checkpoint_error_ ABSL_GUARDED_BY(mu_);     // The last one's.
   // checkpoints_ or checkpoint_failures_ moved, or the store stopped or failed.
   std::condition_variable checkpointed_;
 
@@ -417,10 +418,10 @@ class StoreImpl final : public Store {
   void RemoveInBackground(std::vector<std::string> paths);
   // Removes what is queued, then stops the thread (Close).
   void StopRemover();
-  std::mutex remover_mu_;
+  Mutex remover_mu_;
   std::condition_variable remover_cv_;
-  std::deque<std::string> to_remove_;  // guarded by remover_mu_
-  bool remover_stopping_ = false;      // guarded by remover_mu_
+  std::deque<std::string> to_remove_ ABSL_GUARDED_BY(remover_mu_);
+  bool remover_stopping_ ABSL_GUARDED_BY(remover_mu_) = false;
   std::thread remover_;
 
   // StoreStats, counted by the rounds (relaxed: they order nothing).

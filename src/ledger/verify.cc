@@ -34,7 +34,7 @@ constexpr uint64_t kVerifyReadBytes = uint64_t{4} << 20;
 absl::StatusOr<VerifyReport> StoreImpl::Verify(std::function<void(uint64_t)> progress) {
   std::vector<std::shared_ptr<Ledger>> ledgers;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (closed_) return absl::FailedPreconditionError("the store is closed");
     for (const auto& [id, ledger] : ledgers_) ledgers.push_back(ledger);
   }
