@@ -9,7 +9,7 @@
 //  - net/proxy/topics.cc: the catalogue (create, open, delete, list) and the admin calls (stats,
 //    retention, compaction);
 //  - net/proxy/producer_sequences_loading.*: the de-duplication tables' start, read from the
-//    partitions' tails;
+//    partitions' tails (the tables themselves are the event loop's: proxy.cc);
 //  - net/proxy/subscriptions.cc, net/proxy/subscription.h: subscriptions and the dispatch of
 //    their messages to consumers.
 //
@@ -24,7 +24,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <span>
@@ -42,8 +41,6 @@
 #include "cairn/metadata.h"
 #include "cairn/store.h"
 #include "cairn/stream.h"
-#include "kj/function.h"
-#include "net/proxy/producer_sequences.h"
 #include "net/proxy/subscription.h"
 #include "net/proxy/topic_record.h"
 #include "src/util/mutex.h"
@@ -63,15 +60,7 @@ struct Partition {
   std::unique_ptr<Stream> stream;
   cairn::internal::Mutex compactor_mu;
   std::unique_ptr<Compactor> compactor ABSL_GUARDED_BY(compactor_mu);  // opened on first use
-  // The proxy's sends, event-loop only. A send whose append starts a new ledger is appended on
-  // a pool thread (Stream::AppendStartsLedger); until that append has returned, the partition's
-  // later sends wait here, in arrival order.
-  bool starting_ledger = false;
-  std::deque<kj::Function<void()>> after_ledger_start;
-  // Producers' recent sends (de-duplication of retries). Filled from the partition's tail by
-  // Broker::LoadProducerSequences before the topic's first producer is handed out; event-loop
-  // only after that.
-  ProducerSequences sequences;
+  // The proxy's sends to the partition are the event loop's, and kept there (proxy.cc).
 };
 
 struct Topic {
@@ -83,8 +72,6 @@ struct Topic {
   std::atomic<uint64_t> messages_in{0};
   std::atomic<uint64_t> bytes_in{0};
   std::atomic<uint64_t> messages_out{0};
-  cairn::internal::Mutex sequences_mu;
-  bool sequences_loaded ABSL_GUARDED_BY(sequences_mu) = false;
   cairn::internal::Mutex subscriptions_mu;
   std::map<std::string, std::shared_ptr<Subscription>> subscriptions
       ABSL_GUARDED_BY(subscriptions_mu);
@@ -111,10 +98,6 @@ struct TopicStatsData {
 
 struct BrokerOptions {
   uint64_t max_unacked_per_consumer = 50000;
-  // How far back from a topic's partitions' ends a proxy looks for producers' stamps when it
-  // opens the topic for producers: about this many bytes (by each partition's average entry
-  // size), shared by the partitions, but at least 1 MiB of each.
-  uint64_t dedup_window_bytes = uint64_t{64} << 20;
   LogFunction log = StderrLog();
 };
 
@@ -143,12 +126,6 @@ class Broker {
   // Opens the topic (if not open) and counts one user of it; Release() when done.
   absl::StatusOr<std::shared_ptr<Topic>> Acquire(std::string_view name);
   void Release(Topic& topic) { topic.users.fetch_sub(1); }
-
-  // Reads the producers' stamps at the tail of each partition (BrokerOptions::dedup_window_bytes)
-  // into its ProducerSequences, once per open topic; later calls return at once. Call before
-  // handing out the topic's first producer. A partition whose tail cannot be read is logged and
-  // left with what was read (its producers' retries may then be stored twice).
-  void LoadProducerSequences(Topic& topic);
 
   // Topics open now, for rates and counters.
   std::vector<std::shared_ptr<Topic>> OpenTopics();

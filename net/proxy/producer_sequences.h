@@ -94,7 +94,7 @@ class ProducerSequences {
   // Forgets the least recently used producer with nothing pending, if any.
   void ForgetOne();
 
-  ProducerSequencesOptions options_;  // not const: a table is moved into place once loaded
+  const ProducerSequencesOptions options_;
   absl::flat_hash_map<uint64_t, Producer> producers_;
   uint64_t clock_ = 0;
 };

@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "cairn/net/limits.h"
 #include "net/proxy/broker.h"
-#include "net/proxy/producer_sequences_loading.h"
 #include "src/util/strings.h"
 
 namespace cairn::net::internal {
@@ -137,21 +136,6 @@ absl::StatusOr<std::shared_ptr<Topic>> Broker::Acquire(std::string_view name) {
   absl::StatusOr<std::shared_ptr<Topic>> topic = OpenLocked(name);
   if (topic.ok()) (*topic)->users.fetch_add(1);
   return topic;
-}
-
-void Broker::LoadProducerSequences(Topic& topic) {
-  MutexLock lock(topic.sequences_mu);
-  if (topic.sequences_loaded) return;
-  std::vector<Stream*> streams;
-  for (const std::unique_ptr<Partition>& partition : topic.partitions) {
-    streams.push_back(partition->stream.get());
-  }
-  std::vector<ProducerSequences> tables = cairn::net::internal::LoadProducerSequences(
-      topic.name, streams, options_.dedup_window_bytes, options_.log);
-  for (size_t i = 0; i < tables.size(); ++i) {
-    topic.partitions[i]->sequences = std::move(tables[i]);
-  }
-  topic.sequences_loaded = true;
 }
 
 absl::Status Broker::CloseTopic(Topic& topic) {
