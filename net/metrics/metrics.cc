@@ -171,7 +171,7 @@ MetricsRegistry::Metric& MetricsRegistry::Add(std::string name, std::string help
 }
 
 Counter* MetricsRegistry::AddCounter(std::string name, std::string help) {
-  std::lock_guard lock(mu_);
+  cairn::internal::MutexLock lock(mu_);
   Metric& metric = Add(std::move(name), std::move(help));
   metric.counter = std::make_unique<Counter>();
   return metric.counter.get();
@@ -179,14 +179,14 @@ Counter* MetricsRegistry::AddCounter(std::string name, std::string help) {
 
 Histogram* MetricsRegistry::AddHistogram(std::string name, std::string help,
                                          std::vector<double> bounds) {
-  std::lock_guard lock(mu_);
+  cairn::internal::MutexLock lock(mu_);
   Metric& metric = Add(std::move(name), std::move(help));
   metric.histogram = std::make_unique<Histogram>(std::move(bounds));
   return metric.histogram.get();
 }
 
 void MetricsRegistry::AddGauge(std::string name, std::string help, std::function<double()> read) {
-  std::lock_guard lock(mu_);
+  cairn::internal::MutexLock lock(mu_);
   Add(std::move(name), std::move(help)).gauge = std::move(read);
 }
 
@@ -194,7 +194,7 @@ void MetricsRegistry::AddHistogramFunction(std::string name, std::string help,
                                            std::vector<double> bounds,
                                            std::function<Histogram::Snapshot()> read) {
   CheckBounds(bounds);
-  std::lock_guard lock(mu_);
+  cairn::internal::MutexLock lock(mu_);
   Metric& metric = Add(std::move(name), std::move(help));
   metric.histogram_bounds = std::move(bounds);
   metric.histogram_function = std::move(read);
@@ -202,18 +202,18 @@ void MetricsRegistry::AddHistogramFunction(std::string name, std::string help,
 
 void MetricsRegistry::AddCounterFunction(std::string name, std::string help,
                                          std::function<uint64_t()> read) {
-  std::lock_guard lock(mu_);
+  cairn::internal::MutexLock lock(mu_);
   Add(std::move(name), std::move(help)).counter_function = std::move(read);
 }
 
 void MetricsRegistry::AddGaugeFamily(std::string name, std::string help,
                                      std::function<std::vector<LabeledSample>()> read) {
-  std::lock_guard lock(mu_);
+  cairn::internal::MutexLock lock(mu_);
   Add(std::move(name), std::move(help)).family = std::move(read);
 }
 
 std::string MetricsRegistry::Render() const {
-  std::lock_guard lock(mu_);
+  cairn::internal::MutexLock lock(mu_);
   std::string out;
   for (const auto& metric : metrics_) {
     const std::string& name = metric->name;
@@ -272,7 +272,7 @@ struct HttpHeaders {
   kj::Own<kj::HttpHeaderTable> table;
 };
 
-struct MetricsHttpServer::Impl : public kj::HttpService, public kj::TaskSet::ErrorHandler {
+struct MetricsHttpServer::Impl final : public kj::HttpService, public kj::TaskSet::ErrorHandler {
   Impl(kj::Timer& timer, MetricsRegistry* registry)
       : registry(registry),
         server(timer, *headers.table, *this),

@@ -21,14 +21,15 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "kj/async-io.h"
 #include "kj/timer.h"
+#include "src/util/mutex.h"
 
 namespace cairn::net {
 
@@ -106,10 +107,11 @@ class MetricsRegistry {
 
  private:
   struct Metric;
-  Metric& Add(std::string name, std::string help);
+  Metric& Add(std::string name, std::string help) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  mutable std::mutex mu_;
-  std::vector<std::unique_ptr<Metric>> metrics_;  // guarded by mu_
+  // Held while a metric is registered and while Render() reads them all (calling the gauges).
+  mutable cairn::internal::Mutex mu_;
+  std::vector<std::unique_ptr<Metric>> metrics_ ABSL_GUARDED_BY(mu_);
 };
 
 // The text exposition format's escaping: of a label value (backslash, double quote, newline)
