@@ -16,9 +16,8 @@
 // A topic is a metadata record ("topics/<name>": its partition count and settings) and one
 // stream per partition ("<name>-partition-<i>").
 //
-// Locks, in the order they are taken: Broker::mu_, then Topic::subscriptions_mu, then a
-// subscription's (subscription.h), then Partition::compactor_mu. Topic::retention_mu is taken
-// with none of the others held.
+// Locks, in the order they are taken: Broker::mu_, then Topic::retention_mu, then
+// Topic::subscriptions_mu, then a subscription's (subscription.h), then Partition::compactor_mu.
 #pragma once
 
 #include <atomic>
@@ -56,7 +55,9 @@ struct RetentionFields {
 };
 
 struct Partition {
-  // Set when the topic opens, reset when it closes (with nobody attached): any thread reads it.
+  // Set when the topic opens, reset when it closes (with nobody attached, under the topic's
+  // retention_mu): any thread that acquired the topic reads it, and a retention pass under
+  // retention_mu.
   std::unique_ptr<Stream> stream;
   cairn::internal::Mutex compactor_mu;
   std::unique_ptr<Compactor> compactor ABSL_GUARDED_BY(compactor_mu);  // opened on first use
@@ -75,8 +76,9 @@ struct Topic {
   cairn::internal::Mutex subscriptions_mu;
   std::map<std::string, std::shared_ptr<Subscription>> subscriptions
       ABSL_GUARDED_BY(subscriptions_mu);
-  // Held while the partitions' retention policy changes, so that two changes of one topic's
-  // retention are made one after the other.
+  // Held while the partitions' retention policy changes or is applied, so that two changes of
+  // one topic's retention are made one after the other; and while the streams close, so that a
+  // retention pass, which does not acquire the topics, never finds one closing.
   cairn::internal::Mutex retention_mu;
 };
 
@@ -126,6 +128,10 @@ class Broker {
   // Opens the topic (if not open) and counts one user of it; Release() when done.
   absl::StatusOr<std::shared_ptr<Topic>> Acquire(std::string_view name);
   void Release(Topic& topic) { topic.users.fetch_sub(1); }
+
+  // Applies every open topic's partitions' retention policy (Stream::ApplyRetention), so that
+  // idle partitions age out too (the periodic tick). Failures are logged.
+  void ApplyRetentionAll();
 
   // Topics open now, for rates and counters.
   std::vector<std::shared_ptr<Topic>> OpenTopics();

@@ -134,6 +134,8 @@ struct EventLoopState {
   uint64_t sends_in_flight = 0;
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> idle_waiters;
   bool persisting = false;  // a tick's PersistAll runs on the blocking pool
+  bool retaining = false;   // a tick's ApplyRetentionAll runs on the blocking pool
+  Clock::time_point last_retention = Clock::now();
   std::map<std::string, std::deque<RateSample>> rates;  // by topic
   // By topic, for as long as the topic is open: the weak pointer tells an entry whose topic was
   // deleted (and whose address may be another topic's now) from a live one; the tick drops
@@ -944,7 +946,8 @@ struct ProxyServer::Impl {
     ticker = Tick(timer).eagerlyEvaluate(nullptr);
   }
 
-  // Samples rates and persists acknowledgements once a tick.
+  // Samples rates and persists acknowledgements once a tick; applies retention once every
+  // retention_interval.
   kj::Promise<void> Tick(kj::Timer& timer) {
     return timer.afterDelay(service.options.tick.count() * kj::MILLISECONDS).then([this, &timer]() {
       const Clock::time_point now = Clock::now();
@@ -968,6 +971,15 @@ struct ProxyServer::Impl {
                             broker.PersistAll();
                             return true;
                           }).then([&service = service](bool) { service.loop.persisting = false; }));
+      }
+      if (!service.loop.retaining &&
+          now - service.loop.last_retention >= service.options.retention_interval) {
+        service.loop.retaining = true;
+        service.loop.last_retention = now;
+        service.tasks.add(RunBlocking(service.blocking, [&broker = service.broker]() {
+                            broker.ApplyRetentionAll();
+                            return true;
+                          }).then([&service = service](bool) { service.loop.retaining = false; }));
       }
       return Tick(timer);
     });

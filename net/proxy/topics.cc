@@ -140,6 +140,9 @@ absl::StatusOr<std::shared_ptr<Topic>> Broker::Acquire(std::string_view name) {
 
 absl::Status Broker::CloseTopic(Topic& topic) {
   absl::Status first;
+  // A retention pass (ApplyRetentionAll) reaches the streams of topics nobody has acquired; it
+  // holds retention_mu while it does.
+  MutexLock retention(topic.retention_mu);
   for (auto& partition : topic.partitions) {
     {
       MutexLock lock(partition->compactor_mu);
@@ -341,6 +344,24 @@ absl::StatusOr<CompactedReadResult> Broker::ReadCompacted(std::string_view name,
   Release(**topic);
   if (!status.ok()) return status;
   return result;
+}
+
+void Broker::ApplyRetentionAll() {
+  for (const std::shared_ptr<Topic>& topic : OpenTopics()) {
+    // One at a time with changes of the policy (SetRetention); and the topic is not acquired,
+    // so its streams may close meanwhile (CloseTopic), which this lock keeps out.
+    MutexLock lock(topic->retention_mu);
+    for (size_t i = 0; i < topic->partitions.size(); ++i) {
+      Stream* stream = topic->partitions[i]->stream.get();
+      if (stream == nullptr) continue;  // closed meanwhile (deleted)
+      absl::StatusOr<RetentionReport> applied = stream->ApplyRetention();
+      if (!applied.ok()) {
+        options_.log(LogLevel::kWarning,
+                     absl::StrCat("topic ", topic->name, " partition ", i,
+                                  ": retention: ", applied.status().ToString()));
+      }
+    }
+  }
 }
 
 std::vector<std::shared_ptr<Topic>> Broker::OpenTopics() {

@@ -752,6 +752,54 @@ TEST_CASE("proxy: compaction, the compacted view, retention and unsubscribing", 
   CHECK(stats_request.send().wait(io.waitScope).getStats().getSubscriptions().size() == 0);
 }
 
+TEST_CASE("proxy: a topic that takes no more sends ages out on the tick, its last ledger too",
+          "[proxy]") {
+  TempDir dir;
+  ProxyOptions options;
+  options.tick = std::chrono::milliseconds(20);
+  options.retention_interval = std::chrono::milliseconds(20);
+  ServedProxy served(dir.path(), options);
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  RawClient c(io, served.address());
+  auto create = c.proxy.createTopicRequest();
+  create.setName("quiet");
+  auto topic_options = create.initOptions();
+  topic_options.setPartitions(1);
+  topic_options.initRetention().setMaxAgeUs(200'000);
+  REQUIRE(c.Status(create.send()).ok());
+  rpc::Producer::Client producer = OpenProducer(c, "quiet");
+  for (uint64_t i = 0; i < 3; ++i) REQUIRE(Send(c, producer, {"m" + std::to_string(i)}) == i);
+
+  // Every message was sent to the ledger still being written; no send comes after. The ticks'
+  // retention passes close it once it holds nothing younger than max_age, and delete it.
+  struct Shape {
+    uint64_t first_offset = 0;
+    uint64_t end_offset = 0;
+    uint64_t ledgers = 0;
+  };
+  auto shape = [&] {
+    auto request = c.proxy.topicStatsRequest();
+    request.setName("quiet");
+    auto reply = request.send().wait(io.waitScope);
+    auto partition = reply.getStats().getPartitions()[0];
+    return Shape{partition.getFirstOffset(), partition.getEndOffset(), partition.getLedgers()};
+  };
+  Shape now = shape();
+  REQUIRE(now.first_offset == 0);
+  REQUIRE(now.end_offset == 3);
+  REQUIRE(now.ledgers == 1);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (now.ledgers != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    now = shape();
+  }
+  CHECK(now.ledgers == 0);
+  CHECK(now.first_offset == 3);
+  CHECK(now.end_offset == 3);
+  // Sends go on at the next offset.
+  CHECK(Send(c, producer, {"after"}) == 3);
+}
+
 TEST_CASE("proxy: cairnd proxy over cairnd store keeps no state, a new proxy carries on",
           "[proxy][daemon]") {
   TempDir dir;
