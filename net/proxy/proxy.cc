@@ -197,11 +197,17 @@ struct Service final : public kj::TaskSet::ErrorHandler,
     if (loading == loop.loading.end()) {
       std::vector<Stream*> streams;
       for (const auto& partition : topic->partitions) streams.push_back(partition->stream.get());
+      // The read holds the topic acquired: the producer that started it may go meanwhile, and
+      // with it the last user, after which a delete would close the streams being read.
+      topic->users.fetch_add(1);
       kj::Promise<void> loaded =
           RunBlocking(blocking,
-                      [topic, streams = std::move(streams), window = options.dedup_window_bytes,
-                       log = options.log]() {
-                        return internal::LoadProducerSequences(topic->name, streams, window, log);
+                      [&broker = broker, topic, streams = std::move(streams),
+                       window = options.dedup_window_bytes, log = options.log]() {
+                        std::vector<ProducerSequences> tables =
+                            internal::LoadProducerSequences(topic->name, streams, window, log);
+                        broker.Release(*topic);
+                        return tables;
                       })
               .then([this, topic](std::vector<ProducerSequences> tables) {
                 auto sends = std::make_shared<TopicSends>();
