@@ -58,8 +58,8 @@ std::vector<ProducerSequences> LoadProducerSequences(std::string_view topic,
   std::vector<ProducerSequences> tables(count);
   if (count == 0) return tables;
   // The window is the topic's, shared by its partitions, down to a minimum each.
-  const uint64_t per_partition = std::min(
-      window_bytes, std::max<uint64_t>(window_bytes / count, kStampScanMinPartitionBytes));
+  const uint64_t per_partition =
+      std::min(window_bytes, std::max<uint64_t>(window_bytes / count, kStampScanMinPartitionBytes));
   // Partitions are read side by side, each by one thread into its own table: the reads wait on
   // the store (a disk, or a store node over the network) more than they compute.
   std::vector<absl::Status> scanned(count);

@@ -201,21 +201,19 @@ struct Service final : public kj::TaskSet::ErrorHandler,
       // with it the last user, after which a delete would close the streams being read.
       topic->users.fetch_add(1);
       kj::Promise<void> loaded =
-          RunBlocking(blocking,
-                      [&broker = broker, topic, streams = std::move(streams),
-                       window = options.dedup_window_bytes, log = options.log]() {
-                        std::vector<ProducerSequences> tables =
-                            internal::LoadProducerSequences(topic->name, streams, window, log);
-                        broker.Release(*topic);
-                        return tables;
-                      })
-              .then([this, topic](std::vector<ProducerSequences> tables) {
-                auto sends = std::make_shared<TopicSends>();
-                for (ProducerSequences& table : tables) {
-                  sends->partitions.push_back(std::make_unique<PartitionSends>(std::move(table)));
-                }
-                loop.topic_sends[topic.get()] = {.topic = topic, .sends = std::move(sends)};
-              });
+          RunBlocking(blocking, [&broker = broker, topic, streams = std::move(streams),
+                                 window = options.dedup_window_bytes, log = options.log]() {
+            std::vector<ProducerSequences> tables =
+                internal::LoadProducerSequences(topic->name, streams, window, log);
+            broker.Release(*topic);
+            return tables;
+          }).then([this, topic](std::vector<ProducerSequences> tables) {
+            auto sends = std::make_shared<TopicSends>();
+            for (ProducerSequences& table : tables) {
+              sends->partitions.push_back(std::make_unique<PartitionSends>(std::move(table)));
+            }
+            loop.topic_sends[topic.get()] = {.topic = topic, .sends = std::move(sends)};
+          });
       loading = loop.loading.emplace(topic.get(), loaded.fork()).first;
     }
     return loading->second.addBranch().then(
@@ -417,7 +415,7 @@ class ProducerImpl final : public rpc::Producer::Server {
       kj::Array<char> copy =
           kj::heapArray<char>(reinterpret_cast<const char*>(batch.begin()), batch.size());
       service.loop.gate.Enqueue(bytes, [state = state_, partition, stamp, copy = kj::mv(copy),
-                                   fulfiller = kj::mv(reply.fulfiller)]() mutable {
+                                        fulfiller = kj::mv(reply.fulfiller)]() mutable {
         Start(state, partition, stamp, std::span<const char>(copy.begin(), copy.size()),
               kj::mv(fulfiller));
       });
@@ -501,19 +499,17 @@ class ProducerImpl final : public rpc::Producer::Server {
     }
     part.starting_ledger = true;
     // The pool thread touches the stream only: `part` is the loop's.
-    service.tasks.add(
-        RunBlocking(service.blocking,
-                    [state, stream, copy, completed = std::move(completed)]() mutable {
-                      stream->AppendAsync(*copy, std::move(completed));
-                      return true;
-                    })
-            .then([&part, state](bool) {
-              part.starting_ledger = false;
-              // In order; one of them may start the next ledger, and the rest wait again.
-              std::deque<kj::Function<void()>> waiting = std::move(part.after_ledger_start);
-              part.after_ledger_start.clear();
-              for (kj::Function<void()>& start : waiting) start();
-            }));
+    service.tasks.add(RunBlocking(service.blocking, [state, stream, copy,
+                                                     completed = std::move(completed)]() mutable {
+                        stream->AppendAsync(*copy, std::move(completed));
+                        return true;
+                      }).then([&part, state](bool) {
+      part.starting_ledger = false;
+      // In order; one of them may start the next ledger, and the rest wait again.
+      std::deque<kj::Function<void()>> waiting = std::move(part.after_ledger_start);
+      part.after_ledger_start.clear();
+      for (kj::Function<void()>& start : waiting) start();
+    }));
   }
 
   // The callback for one append of `bytes`: it brings the result back to the loop, which counts
@@ -819,8 +815,8 @@ class ProxyImpl final : public rpc::Proxy::Server {
           auto state = std::make_shared<ProducerState>(service, *std::move(topic));
           // Before the topic's first producer can send: what earlier proxies stored for
           // producers that may retry.
-          return service.SendsOf(state->topic).then(
-              [state, context](std::shared_ptr<TopicSends> sends) mutable {
+          return service.SendsOf(state->topic)
+              .then([state, context](std::shared_ptr<TopicSends> sends) mutable {
                 state->sends = std::move(sends);
                 const uint32_t partitions = state->topic->partitions.size();
                 context.getResults().setProducer(kj::heap<ProducerImpl>(std::move(state)));

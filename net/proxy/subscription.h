@@ -73,7 +73,7 @@ struct Subscription {
   cairn::internal::Mutex mu;
   std::condition_variable changed;  // acks, redeliveries, consumers joining or leaving
   std::vector<std::shared_ptr<ConsumerState>> consumers ABSL_GUARDED_BY(mu);  // joining order
-  std::vector<PartitionAcks> acks ABSL_GUARDED_BY(mu);  // one per partition
+  std::vector<PartitionAcks> acks ABSL_GUARDED_BY(mu);                        // one per partition
   uint32_t next_partition ABSL_GUARDED_BY(mu) = 0;
   bool torn_down ABSL_GUARDED_BY(mu) = false;
 

@@ -233,11 +233,9 @@ absl::StatusOr<Delivered> Broker::Receive(Topic& topic, Subscription& sub, Consu
         if (consumer->unacked >= options_.max_unacked_per_consumer) return true;
         return sub.kind != SubscriptionKind::kShared && sub.consumers.front().get() != consumer;
       };
-      if (blocked() &&
-          !sub.changed.wait_until(lock.native(), deadline,
-                                  [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sub.mu) {
-                                    return !blocked();
-                                  })) {
+      if (blocked() && !sub.changed.wait_until(
+                           lock.native(), deadline,
+                           [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sub.mu) { return !blocked(); })) {
         return out;
       }
       if (consumer->closed || sub.torn_down) {
@@ -408,8 +406,8 @@ std::vector<std::tuple<std::string, std::string, uint64_t>> Broker::Backlogs() {
       if (sub->torn_down) continue;
       uint64_t backlog = 0;
       for (uint32_t i = 0; i < sub->partitions(); ++i) {
-        backlog += Backlog(*sub->acks[i].cursor,
-                           sub->readers[i]->partition->stream->stats().end_offset);
+        backlog +=
+            Backlog(*sub->acks[i].cursor, sub->readers[i]->partition->stream->stats().end_offset);
       }
       out.emplace_back(topic->name, name, backlog);
     }

@@ -106,10 +106,7 @@ std::chrono::nanoseconds CoarseNow() {
 struct StreamsShared {
   StreamsShared(LedgerSet* ledgers, MetadataStore* metadata, LogFunction log,
                 std::function<int64_t()> clock_us)
-      : ledgers(ledgers),
-        metadata(metadata),
-        log(std::move(log)),
-        clock_us(std::move(clock_us)) {}
+      : ledgers(ledgers), metadata(metadata), log(std::move(log)), clock_us(std::move(clock_us)) {}
   LedgerSet* const ledgers;
   MetadataStore* const metadata;
   const LogFunction log;

@@ -5,8 +5,8 @@
 // system at random points.
 #include "cairn/stream.h"
 
-#include <catch2/catch.hpp>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <functional>
 #include <future>
 #include <map>
@@ -950,9 +950,10 @@ TEST_CASE("An idle stream's data ages out at retention passes, the ledger being 
   }
 }
 
-TEST_CASE("An idle ledger open for ledger_max_age is closed by a retention pass, and goes if "
-          "the policy says so",
-          "[stream][retention]") {
+TEST_CASE(
+    "An idle ledger open for ledger_max_age is closed by a retention pass, and goes if "
+    "the policy says so",
+    "[stream][retention]") {
   auto fs = NewMemoryFileSystem();
   World world(fs.get());
   StreamOptions options;
