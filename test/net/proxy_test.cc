@@ -588,6 +588,46 @@ TEST_CASE("proxy: a producer's retried batch is stored once, also after a proxy 
   CHECK(EndOffset(c, "t", 1) == 2);
 }
 
+TEST_CASE("proxy: producers opening a topic at once on a new proxy share what it learned",
+          "[proxy][dedup]") {
+  TempDir dir;
+  const std::string b0 = StampedBatch(91, 0, {"a"});
+  const std::string b1 = StampedBatch(91, 1, {"b"});
+  {
+    ServedProxy served(dir.path());
+    kj::AsyncIoContext io = kj::setupAsyncIo();
+    RawClient c(io, served.address());
+    REQUIRE(c.CreateTopic("t", 1).ok());
+    rpc::Producer::Client producer = OpenProducer(c, "t");
+    REQUIRE(SendBytes(producer, b0).wait(io.waitScope).first == 0);
+  }
+  ServedProxy served(dir.path());
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  RawClient c(io, served.address());
+  // Three opens in flight together: the first reads the partition's tail, the others wait for
+  // that read; all get the same table, so a send through one is a retry through the others.
+  std::vector<kj::Promise<capnp::Response<rpc::Proxy::OpenProducerResults>>> opening;
+  for (int i = 0; i < 3; ++i) {
+    auto request = c.proxy.openProducerRequest();
+    request.setTopic("t");
+    opening.push_back(request.send());
+  }
+  std::vector<rpc::Producer::Client> producers;
+  for (auto& open : opening) producers.push_back(open.wait(io.waitScope).getProducer());
+  for (rpc::Producer::Client& producer : producers) {
+    const SendReply again = SendBytes(producer, b0).wait(io.waitScope);
+    CHECK(again.duplicate);
+    CHECK(again.first == 0);
+  }
+  const SendReply fresh = SendBytes(producers[0], b1).wait(io.waitScope);
+  CHECK_FALSE(fresh.duplicate);
+  CHECK(fresh.first == 1);
+  for (size_t i = 1; i < producers.size(); ++i) {
+    CHECK(SendBytes(producers[i], b1).wait(io.waitScope).duplicate);
+  }
+  CHECK(EndOffset(c, "t", 0) == 2);
+}
+
 TEST_CASE("proxy: a new proxy learns the stamps of every partition of a many-partition topic",
           "[proxy][dedup]") {
   TempDir dir;
