@@ -986,7 +986,7 @@ TEST_CASE(
 }
 
 // Crashes at random steps of a workload of appends, roll-overs, cursor acknowledgements and
-// retention; after each, every acknowledged offset reads back, with no gap, and no cursor is
+// retention (at roll-overs, and passes that close an idle ledger); after each, every acknowledged offset reads back, with no gap, and no cursor is
 // behind what it persisted.
 void RunStreamCrashes(uint64_t seed, int rounds) {
   INFO("seed " << seed << " (replay with CAIRN_TEST_SEED=" << seed << ")");
@@ -999,6 +999,9 @@ void RunStreamCrashes(uint64_t seed, int rounds) {
   options.ledger_max_entries = 1 + rng() % 20;
   options.cursor_persist_interval = std::chrono::microseconds(rng() % 2 == 0 ? 0 : 1000000);
   options.retention.delete_acknowledged = true;
+  // A short ledger age in half the runs: appends roll by age, and a retention pass closes the
+  // ledger being written once it took no append since the previous pass.
+  if (rng() % 2 == 0) options.ledger_max_age = std::chrono::milliseconds(1);
   { auto created = Unwrap(world.streams().Create("s", options)); }
   uint64_t acknowledged_end = 0;  // Every offset below was acknowledged to an appender.
   uint64_t persisted_cursor = 0;  // The cursor persisted everything below this.
@@ -1020,7 +1023,7 @@ void RunStreamCrashes(uint64_t seed, int rounds) {
 
     crash.Arm(1 + rng() % 12);
     for (int op = 0; op < 40 && !crash.crashed(); ++op) {
-      const int kind = rng() % 10;
+      const int kind = rng() % 11;
       if (kind < 7) {
         BatchBuilder batch;
         const int count = 1 + rng() % 5;
@@ -1041,10 +1044,15 @@ void RunStreamCrashes(uint64_t seed, int rounds) {
             persisted_cursor = end;
           }
         }
-      } else {
+      } else if (kind < 10) {
         const uint64_t below = cursor->acknowledged_below();
         if (!cursor->Persist().ok()) break;
         if (!crash.crashed()) persisted_cursor = below;
+      } else {
+        if (options.ledger_max_age == std::chrono::milliseconds(1)) {
+          std::this_thread::sleep_for(options.ledger_max_age);  // past the ledger age
+        }
+        if (!stream->ApplyRetention().ok()) break;
       }
     }
     crash.Disarm();
