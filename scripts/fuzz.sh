@@ -15,7 +15,8 @@ build="$root/build-fuzz"
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCAIRN_FUZZ=ON -DCAIRN_BUILD_NET=OFF -DCAIRN_BUILD_BENCH=OFF -DCAIRN_BUILD_EXAMPLES=OFF \
   -DCAIRN_SANITIZE=address,undefined >/dev/null
-targets=(batch_decoder ack_set_decoder metadata_decoder index_decoder segment_scanner)
+targets=(batch_decoder ack_set_decoder metadata_decoder index_decoder segment_scanner
+  topic_record_decoder)
 if [ $# -gt 1 ]; then targets=("${@:2}"); fi
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]/%/_fuzz}"
 mkdir -p "$build/artifacts"

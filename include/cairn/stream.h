@@ -46,11 +46,13 @@ inline constexpr size_t kMaxCursorNameBytes = 200;
 inline constexpr size_t kMaxLedgersPerStream = 100000;
 
 // Which ledgers retention deletes. The oldest ledgers go first, whole; the ledger being written
-// is never deleted. A ledger goes when `max_age` or `max_bytes` says so, or when
-// `delete_acknowledged` is set and every cursor has acknowledged all of it; and never while a
-// cursor still needs it if `keep_unacknowledged` is set. With nothing set, nothing is deleted.
+// is never deleted (Stream::ApplyRetention closes it when it is past the policy). A ledger goes
+// when `max_age` or `max_bytes` says so, or when `delete_acknowledged` is set and every cursor
+// has acknowledged all of it; and never while a cursor still needs it if `keep_unacknowledged`
+// is set. With nothing set, nothing is deleted.
 struct RetentionPolicy {
-  // Delete ledgers closed longer ago than this.
+  // Delete ledgers that hold nothing appended more recently than this: the age of a ledger is
+  // counted from its last append (from its recovery, for a ledger a new owner closed).
   std::optional<std::chrono::microseconds> max_age;
   // Delete the oldest ledgers while the stream holds more than this many bytes.
   std::optional<uint64_t> max_bytes;
@@ -218,7 +220,14 @@ class Stream {
   virtual absl::StatusOr<std::vector<std::string>> ListCursors() = 0;
 
   virtual absl::Status SetRetention(const RetentionPolicy& policy) = 0;
-  // Applies the retention policy now (it also runs after every roll-over).
+  // Applies the retention policy now. It also runs after every roll-over, but a stream that
+  // takes no appends rolls over no more: call this every so often (the proxy does, on its tick)
+  // so that an idle stream's data ages out too. First, the ledger being written, if it took no
+  // append since the previous call, is closed (the next append starts a new one) when it holds
+  // nothing younger than the policy's max_age, or, under a max_bytes or delete_acknowledged
+  // rule, when it has been open for ledger_max_age (the roll-over its next append would make);
+  // retention may then delete it as any closed ledger.
+  // Blocks on the metadata store and the ledgers, as a roll-over does.
   virtual absl::StatusOr<RetentionReport> ApplyRetention() = 0;
 
   // Flushes, persists cursors and seals the ledger being written. Cursors and readers must be
@@ -230,7 +239,10 @@ class Stream {
 // and must outlive this object and the streams it opens.
 class Streams {
  public:
-  Streams(LedgerSet* ledgers, MetadataStore* metadata, LogFunction log = StderrLog());
+  // `clock_us`: the wall clock in microseconds since the Unix epoch, which ledgers' close times
+  // and retention's ages are read from. Null: the system clock. Tests inject their own.
+  Streams(LedgerSet* ledgers, MetadataStore* metadata, LogFunction log = StderrLog(),
+          std::function<int64_t()> clock_us = nullptr);
   ~Streams();
   Streams(const Streams&) = delete;
   Streams& operator=(const Streams&) = delete;

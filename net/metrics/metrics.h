@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "kj/async-io.h"
 #include "kj/timer.h"
 #include "src/util/mutex.h"
@@ -108,6 +109,7 @@ class MetricsRegistry {
   struct Metric;
   Metric& Add(std::string name, std::string help) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Held while a metric is registered and while Render() reads them all (calling the gauges).
   mutable cairn::internal::Mutex mu_;
   std::vector<std::unique_ptr<Metric>> metrics_ ABSL_GUARDED_BY(mu_);
 };

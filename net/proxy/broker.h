@@ -4,27 +4,35 @@
 // method here may block (on the metadata store, on disk, on the network to store nodes) and
 // runs on a pool thread, never on the event loop.
 //
-// A topic is a metadata record ("topics/<name>": its partition count) and one stream per
-// partition ("<name>-partition-<i>"). A subscription is one cursor per partition, named after
-// it, plus the dispatch state of the consumers attached through this proxy: where reading
-// goes on, which batches each consumer holds unacknowledged, which are to be delivered again.
-// The dispatch state is memory only; when the last consumer leaves, the cursors are persisted
-// and the state dropped, so the next consumer starts from what was acknowledged.
+// The rooms:
+//  - net/proxy/topic_record.*: a topic's record in the metadata store and its names;
+//  - net/proxy/topics.cc: the catalogue (create, open, delete, list) and the admin calls (stats,
+//    retention, compaction);
+//  - net/proxy/producer_sequences_loading.*: the de-duplication tables' start, read from the
+//    partitions' tails (the tables themselves are the event loop's: proxy.cc);
+//  - net/proxy/subscriptions.cc, net/proxy/subscription.h: subscriptions and the dispatch of
+//    their messages to consumers.
+//
+// A topic is a metadata record ("topics/<name>": its partition count and settings) and one
+// stream per partition ("<name>-partition-<i>").
+//
+// Locks, in the order they are taken: Broker::mu_, then Topic::retention_mu, then
+// Topic::subscriptions_mu, then a subscription's (subscription.h), then Partition::compactor_mu.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
+#include <chrono>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
-#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cairn/compaction.h"
@@ -32,21 +40,11 @@
 #include "cairn/metadata.h"
 #include "cairn/store.h"
 #include "cairn/stream.h"
-#include "kj/function.h"
-#include "net/proxy/producer_sequences.h"
+#include "net/proxy/subscription.h"
+#include "net/proxy/topic_record.h"
+#include "src/util/mutex.h"
 
 namespace cairn::net::internal {
-
-enum class SubscriptionKind { kExclusive, kFailover, kShared };
-std::string_view KindName(SubscriptionKind kind);
-
-struct TopicSettings {
-  uint32_t partitions = 1;
-  uint64_t ledger_max_bytes = 0;  // 0: the stream default
-  RetentionPolicy retention;
-
-  bool operator==(const TopicSettings&) const = default;
-};
 
 // Which rules of a retention policy a change sets; the others stay as they are.
 struct RetentionFields {
@@ -56,29 +54,18 @@ struct RetentionFields {
   bool keep_unacknowledged = true;
 };
 
-// "<topic>-partition-<i>".
-std::string PartitionStreamName(std::string_view topic, uint32_t partition);
-// kInvalidArgument naming what is wrong.
-absl::Status CheckTopicName(std::string_view name);
-
 struct Partition {
+  // Set when the topic opens, reset when it closes (with nobody attached, under the topic's
+  // retention_mu): any thread that acquired the topic reads it, and a retention pass under
+  // retention_mu.
   std::unique_ptr<Stream> stream;
-  std::mutex compactor_mu;
-  std::unique_ptr<Compactor> compactor;  // guarded by compactor_mu; opened on first use
-  // The proxy's sends, event-loop only. A send whose append starts a new ledger is appended on
-  // a pool thread (Stream::AppendStartsLedger); until that append has returned, the partition's
-  // later sends wait here, in arrival order.
-  bool starting_ledger = false;
-  std::deque<kj::Function<void()>> after_ledger_start;
-  // Producers' recent sends (de-duplication of retries). Filled from the partition's tail by
-  // Broker::LoadProducerSequences before the topic's first producer is handed out; event-loop
-  // only after that.
-  ProducerSequences sequences;
+  cairn::internal::Mutex compactor_mu;
+  std::unique_ptr<Compactor> compactor ABSL_GUARDED_BY(compactor_mu);  // opened on first use
+  // The proxy's sends to the partition are the event loop's, and kept there (proxy.cc).
 };
 
-struct Subscription;
-
 struct Topic {
+  // Set when the topic opens, before it is shared.
   std::string name;
   std::vector<std::unique_ptr<Partition>> partitions;
   // Producers and consumers attached; the topic is not deleted while any is.
@@ -86,65 +73,13 @@ struct Topic {
   std::atomic<uint64_t> messages_in{0};
   std::atomic<uint64_t> bytes_in{0};
   std::atomic<uint64_t> messages_out{0};
-  std::mutex sequences_mu;
-  bool sequences_loaded = false;  // guarded by sequences_mu
-  std::mutex subscriptions_mu;
-  std::map<std::string, std::shared_ptr<Subscription>> subscriptions;  // guarded
-  std::mutex retention_mu;  // held while the partitions' retention policy changes
-  bool deleted = false;                                                // guarded by Broker::mu_
-};
-
-// One consumer attached to a subscription. Fields guarded by Subscription::mu.
-struct ConsumerState {
-  std::string name;
-  uint64_t unacked = 0;  // messages delivered to it and not acknowledged
-  bool closed = false;
-};
-
-// Batches delivered and not fully acknowledged, and batches to deliver again, per partition.
-struct Pending {
-  uint64_t last_offset = 0;
-  ConsumerState* consumer = nullptr;
-  uint64_t messages = 0;  // entries not acknowledged when it was delivered
-};
-
-struct SubscriptionPartition {
-  Partition* partition = nullptr;
-  // Reads are made by one thread at a time; dispatch_offset moves only under read_mu.
-  std::mutex read_mu;
-  std::unique_ptr<StreamReader> reader;  // guarded by read_mu
-  uint64_t dispatch_offset = 0;          // guarded by read_mu
-  // Guarded by Subscription::mu.
-  std::unique_ptr<Cursor> cursor;
-  std::map<uint64_t, Pending> pending;     // by first offset
-  std::map<uint64_t, uint64_t> redeliver;  // first offset -> last offset
-};
-
-// Lock order: Topic::subscriptions_mu, then SubscriptionPartition::read_mu, then
-// Subscription::mu.
-struct Subscription {
-  std::string name;
-  SubscriptionKind kind = SubscriptionKind::kExclusive;
-  std::mutex mu;
-  std::condition_variable changed;  // acks, redeliveries, consumers joining or leaving
-  std::vector<std::shared_ptr<ConsumerState>> consumers;  // guarded by mu; in joining order
-  std::vector<std::unique_ptr<SubscriptionPartition>> parts;
-  uint32_t next_partition = 0;  // guarded by mu
-  bool torn_down = false;       // guarded by mu
-};
-
-// One batch for a consumer. `bytes` points into Delivered::read.
-struct DeliveryItem {
-  uint32_t partition = 0;
-  uint64_t offset = 0;
-  std::span<const char> bytes;
-  std::vector<uint32_t> acked;
-  bool redelivered = false;
-};
-
-struct Delivered {
-  std::optional<StreamReadResult> read;
-  std::vector<DeliveryItem> items;
+  cairn::internal::Mutex subscriptions_mu;
+  std::map<std::string, std::shared_ptr<Subscription>> subscriptions
+      ABSL_GUARDED_BY(subscriptions_mu);
+  // Held while the partitions' retention policy changes or is applied, so that two changes of
+  // one topic's retention are made one after the other; and while the streams close, so that a
+  // retention pass, which does not acquire the topics, never finds one closing.
+  cairn::internal::Mutex retention_mu;
 };
 
 struct TopicStatsData {
@@ -165,10 +100,6 @@ struct TopicStatsData {
 
 struct BrokerOptions {
   uint64_t max_unacked_per_consumer = 50000;
-  // How far back from a topic's partitions' ends a proxy looks for producers' stamps when it
-  // opens the topic for producers: about this many bytes (by each partition's average entry
-  // size), shared by the partitions, but at least 1 MiB of each.
-  uint64_t dedup_window_bytes = uint64_t{64} << 20;
   LogFunction log = StderrLog();
 };
 
@@ -177,6 +108,8 @@ class Broker {
  public:
   Broker(LedgerSet* ledgers, MetadataStore* metadata, const BrokerOptions& options);
   ~Broker();
+
+  // ---- Topics and admin (topics.cc) ----
 
   absl::Status CreateTopic(std::string_view name, const TopicSettings& settings);
   absl::Status DeleteTopic(std::string_view name);
@@ -191,17 +124,26 @@ class Broker {
   absl::StatusOr<std::vector<CompactionResult>> Compact(std::string_view name);
   absl::StatusOr<CompactedReadResult> ReadCompacted(std::string_view name, uint32_t partition,
                                                     uint64_t from_offset, uint64_t max_bytes);
-  absl::Status Unsubscribe(std::string_view topic, std::string_view subscription);
 
   // Opens the topic (if not open) and counts one user of it; Release() when done.
   absl::StatusOr<std::shared_ptr<Topic>> Acquire(std::string_view name);
   void Release(Topic& topic) { topic.users.fetch_sub(1); }
 
-  // Reads the producers' stamps at the tail of each partition (BrokerOptions::dedup_window_bytes)
-  // into its ProducerSequences, once per open topic; later calls return at once. Call before
-  // handing out the topic's first producer. A partition whose tail cannot be read is logged and
-  // left with what was read (its producers' retries may then be stored twice).
-  void LoadProducerSequences(Topic& topic);
+  // Applies every open topic's partitions' retention policy (Stream::ApplyRetention), so that
+  // idle partitions age out too (the periodic tick). Failures are logged.
+  void ApplyRetentionAll();
+
+  // Topics open now, for rates and counters.
+  std::vector<std::shared_ptr<Topic>> OpenTopics();
+
+  // The sum of `field` of StreamStats over the partitions of the topics open now. Holds the
+  // broker's lock, under which no topic's streams close.
+  uint64_t SumStreamStats(uint64_t StreamStats::*field);
+
+  // Persists cursors and closes every topic. Nothing may be attached any more.
+  void CloseAll();
+
+  // ---- Subscriptions (subscriptions.cc) ----
 
   // Joins (creating at `start` if needed) a subscription. The topic must be acquired.
   absl::StatusOr<std::pair<std::shared_ptr<Subscription>, std::shared_ptr<ConsumerState>>>
@@ -210,6 +152,7 @@ class Broker {
   // The consumer leaves: what it holds goes to the others; the last one out persists the
   // cursors and tears the subscription down.
   void Leave(Topic& topic, const std::shared_ptr<Subscription>& sub, ConsumerState* consumer);
+  absl::Status Unsubscribe(std::string_view topic, std::string_view subscription);
 
   // Batches for `consumer`, at most max_bytes (at least one batch), waiting up to `wait`.
   absl::StatusOr<Delivered> Receive(Topic& topic, Subscription& sub, ConsumerState* consumer,
@@ -224,40 +167,38 @@ class Broker {
   // (topic, subscription, messages not acknowledged) of the subscriptions attached here.
   std::vector<std::tuple<std::string, std::string, uint64_t>> Backlogs();
 
-  // Topics open now, for rates and counters.
-  std::vector<std::shared_ptr<Topic>> OpenTopics();
-
-  // The sum of `field` of StreamStats over the partitions of the topics open now. Holds the
-  // broker's lock, under which no topic's streams close.
-  uint64_t SumStreamStats(uint64_t StreamStats::*field);
-
-  // Persists cursors and closes every topic. Nothing may be attached any more.
-  void CloseAll();
-
  private:
-  absl::StatusOr<std::shared_ptr<Topic>> OpenLocked(std::string_view name);  // mu_ held
-  // mu_ held: a create found `name`'s record. A create that stopped after writing it (a full
-  // disk, a crash) left partitions missing: with the same settings, this creates them. Otherwise
-  // (other settings, or nothing missing) kAlreadyExists.
-  absl::Status FinishCreateLocked(std::string_view name, const TopicSettings& settings);
+  absl::StatusOr<std::shared_ptr<Topic>> OpenLocked(std::string_view name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A create found `name`'s record. A create that stopped after writing it (a full disk, a
+  // crash) left partitions missing: with the same settings, this creates them. Otherwise (other
+  // settings, or nothing missing) kAlreadyExists.
+  absl::Status FinishCreateLocked(std::string_view name, const TopicSettings& settings)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The error of a create that wrote the topic's record but not its partition `partition`.
   static absl::Status PartitionNotCreated(std::string_view name, uint32_t partition,
                                           const absl::Status& cause);
   absl::Status CloseTopic(Topic& topic);
+  // Persists the cursors of `topic`'s subscriptions and tears them down (CloseAll).
+  void TearDownSubscriptions(Topic& topic);
   Partition* CompactorOf(Topic& topic, uint32_t partition, absl::Status* status);
-  // Registers what a read returned as delivered to `consumer`; sub.mu held.
+
+  // Registers what a read returned as delivered to `consumer`.
   void Deliver(Subscription& sub, uint32_t index, ConsumerState* consumer, StreamReadResult read,
-               bool redelivered, Delivered& out, Topic& topic);
-  static void MoveToRedeliver(Subscription& sub, ConsumerState* consumer);  // sub.mu held
-  static void ReleaseIfAcked(SubscriptionPartition& part, std::map<uint64_t, Pending>::iterator it,
-                             Subscription& sub);  // sub.mu held
+               bool redelivered, Delivered& out, Topic& topic)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sub.mu);
+  static void MoveToRedeliver(Subscription& sub, ConsumerState* consumer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sub.mu);
+  static void ReleaseIfAcked(Subscription& sub, PartitionAcks& part,
+                             std::map<uint64_t, Pending>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sub.mu);
 
   LedgerSet* const ledgers_;
   MetadataStore* const metadata_;
   const BrokerOptions options_;
   Streams streams_;
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Topic>, std::less<>> topics_;  // guarded by mu_
+  cairn::internal::Mutex mu_;
+  std::map<std::string, std::shared_ptr<Topic>, std::less<>> topics_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace cairn::net::internal

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +18,8 @@
 #include "net/net_status.h"
 #include "net/producer_stamp.h"
 #include "net/proxy/broker.h"
+#include "net/proxy/producer_sequences.h"
+#include "net/proxy/producer_sequences_loading.h"
 #include "net/schema/proxy.capnp.h"
 #include "net/server_util.h"
 #include "net/store_node/thread_pool.h"
@@ -103,8 +107,51 @@ struct RateSample {
 };
 constexpr size_t kRateSamples = 6;
 
-// What every capability of the proxy shares. Event-loop only, except the broker, the pools and
-// the atomics.
+// A partition's sends through this proxy. Event-loop only.
+struct PartitionSends {
+  explicit PartitionSends(ProducerSequences loaded) : sequences(std::move(loaded)) {}
+  // A send whose append starts a new ledger is appended on a pool thread
+  // (Stream::AppendStartsLedger); until that append has returned, the partition's later sends
+  // wait here, in arrival order.
+  bool starting_ledger = false;
+  std::deque<kj::Function<void()>> after_ledger_start;
+  // Producers' recent sends (de-duplication of retries), loaded from the partition's tail on a
+  // pool thread before the topic's first producer is handed out.
+  ProducerSequences sequences;
+};
+
+// The sends of one open topic, shared by its producers. Event-loop only.
+struct TopicSends {
+  std::vector<std::unique_ptr<PartitionSends>> partitions;
+};
+
+// What only the event loop touches: the sends, their budget and their waiters, the tick's
+// work. Pool threads never see it; their results come back to the loop through promises.
+struct EventLoopState {
+  explicit EventLoopState(uint64_t max_in_flight_send_bytes) : gate(max_in_flight_send_bytes) {}
+
+  AppendGate gate;
+  uint64_t sends_in_flight = 0;
+  std::vector<kj::Own<kj::PromiseFulfiller<void>>> idle_waiters;
+  bool persisting = false;  // a tick's PersistAll runs on the blocking pool
+  bool retaining = false;   // a tick's ApplyRetentionAll runs on the blocking pool
+  Clock::time_point last_retention = Clock::now();
+  std::map<std::string, std::deque<RateSample>> rates;  // by topic
+  // By topic, for as long as the topic is open: the weak pointer tells an entry whose topic was
+  // deleted (and whose address may be another topic's now) from a live one; the tick drops
+  // those.
+  struct Sends {
+    std::weak_ptr<Topic> topic;
+    std::shared_ptr<TopicSends> sends;
+  };
+  std::map<const Topic*, Sends> topic_sends;
+  // Topics whose de-duplication tables are being read on a pool thread; producers opening the
+  // topic meanwhile wait for them. The loading holds the topic, so the key stays its own.
+  std::map<const Topic*, kj::ForkedPromise<void>> loading;
+};
+
+// What every capability of the proxy shares. The broker, the pools and the atomics are used
+// from any thread; `loop` by the event loop only, and `tasks` is the loop's too.
 // Held by a shared_ptr (ProxyServer::Impl's) and kept alive by every capability that refers to
 // it: Cap'n Proto may hold a capability in a detached promise until the event loop itself goes,
 // after the ProxyServer, and the capabilities' destructors update the service.
@@ -114,12 +161,11 @@ struct Service final : public kj::TaskSet::ErrorHandler,
       : options(options),
         broker(ledgers, metadata,
                internal::BrokerOptions{.max_unacked_per_consumer = options.max_unacked_per_consumer,
-                                       .dedup_window_bytes = options.dedup_window_bytes,
                                        .log = options.log}),
         blocking(options.blocking_threads),
         receives(options.receive_threads),
-        gate(options.max_in_flight_send_bytes),
-        tasks(*this) {}
+        tasks(*this),
+        loop(options.max_in_flight_send_bytes) {}
 
   void taskFailed(kj::Exception&& exception) override {
     options.log(LogLevel::kWarning,
@@ -127,16 +173,66 @@ struct Service final : public kj::TaskSet::ErrorHandler,
   }
 
   kj::Promise<void> WhenIdle() {
-    if (sends_in_flight == 0) return kj::READY_NOW;
+    if (loop.sends_in_flight == 0) return kj::READY_NOW;
     auto paf = kj::newPromiseAndFulfiller<void>();
-    idle_waiters.push_back(kj::mv(paf.fulfiller));
+    loop.idle_waiters.push_back(kj::mv(paf.fulfiller));
     return kj::mv(paf.promise);
   }
   void SendDone() {
-    if (--sends_in_flight == 0) {
-      for (auto& waiter : idle_waiters) waiter->fulfill();
-      idle_waiters.clear();
+    if (--loop.sends_in_flight == 0) {
+      for (auto& waiter : loop.idle_waiters) waiter->fulfill();
+      loop.idle_waiters.clear();
     }
+  }
+
+  // The sends of `topic` (acquired), shared by its producers; the first producer's opening
+  // reads the de-duplication tables from the partitions' tails, on the blocking pool, and the
+  // producers opening meanwhile wait for them.
+  kj::Promise<std::shared_ptr<TopicSends>> SendsOf(const std::shared_ptr<Topic>& topic) {
+    if (auto it = loop.topic_sends.find(topic.get()); it != loop.topic_sends.end()) {
+      if (!it->second.topic.expired()) return it->second.sends;
+      loop.topic_sends.erase(it);
+    }
+    auto loading = loop.loading.find(topic.get());
+    if (loading == loop.loading.end()) {
+      std::vector<Stream*> streams;
+      for (const auto& partition : topic->partitions) streams.push_back(partition->stream.get());
+      // The read holds the topic acquired: the producer that started it may go meanwhile, and
+      // with it the last user, after which a delete would close the streams being read.
+      topic->users.fetch_add(1);
+      kj::Promise<void> loaded =
+          RunBlocking(blocking, [&broker = broker, topic, streams = std::move(streams),
+                                 window = options.dedup_window_bytes, log = options.log]() {
+            std::vector<ProducerSequences> tables =
+                internal::LoadProducerSequences(topic->name, streams, window, log);
+            broker.Release(*topic);
+            return tables;
+          }).then([this, topic](std::vector<ProducerSequences> tables) {
+            auto sends = std::make_shared<TopicSends>();
+            for (ProducerSequences& table : tables) {
+              sends->partitions.push_back(std::make_unique<PartitionSends>(std::move(table)));
+            }
+            loop.topic_sends[topic.get()] = {.topic = topic, .sends = std::move(sends)};
+          });
+      loading = loop.loading.emplace(topic.get(), loaded.fork()).first;
+    }
+    return loading->second.addBranch().then(
+        [this, topic]() {
+          loop.loading.erase(topic.get());
+          return SendsOf(topic);
+        },
+        [this, topic](kj::Exception&& exception) -> kj::Promise<std::shared_ptr<TopicSends>> {
+          loop.loading.erase(topic.get());
+          return kj::mv(exception);
+        });
+  }
+
+  // Drops the loadings that are done (those whose waiters all went away), then the sends of
+  // topics that are gone.
+  void ForgetClosedTopics() {
+    std::erase_if(loop.loading,
+                  [this](const auto& entry) { return loop.topic_sends.contains(entry.first); });
+    std::erase_if(loop.topic_sends, [](const auto& entry) { return entry.second.topic.expired(); });
   }
 
   void RecordLatency(Clock::duration latency) {
@@ -147,12 +243,8 @@ struct Service final : public kj::TaskSet::ErrorHandler,
   Broker broker;
   ThreadPool blocking;
   ThreadPool receives;
-  AppendGate gate;
   kj::TaskSet tasks;  // send completions, which outlive the calls that started them
-  uint64_t sends_in_flight = 0;
-  bool persisting = false;  // a tick's PersistAll runs on the blocking pool
-  std::vector<kj::Own<kj::PromiseFulfiller<void>>> idle_waiters;
-  std::map<std::string, std::deque<RateSample>> rates;  // by topic
+  EventLoopState loop;
 
   std::atomic<uint64_t> sends{0}, sends_failed{0}, acks{0}, redeliveries{0};
   std::atomic<uint64_t> duplicate_sends{0};
@@ -246,7 +338,7 @@ void RegisterMetrics(MetricsRegistry* registry, const std::shared_ptr<Service>& 
 // ---- Producer ---------------------------------------------------------------------------------
 
 // Shared by the capability and its sends in flight: the topic stays acquired (and its streams
-// open) until the last send completed.
+// open) until the last send completed. Event-loop only.
 struct ProducerState {
   ProducerState(Service& service, std::shared_ptr<Topic> topic)
       : keep_alive(service.shared_from_this()), service(service), topic(std::move(topic)) {
@@ -266,6 +358,7 @@ struct ProducerState {
   const std::shared_ptr<Service> keep_alive;  // see Service
   Service& service;
   std::shared_ptr<Topic> topic;
+  std::shared_ptr<TopicSends> sends;  // set before the producer is handed out
   uint64_t in_flight = 0;
   absl::Status first_error;  // among sends since the last flush
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> idle_waiters;
@@ -301,7 +394,7 @@ class ProducerImpl final : public rpc::Producer::Server {
       stamp = FindProducerStamp(first->headers);
     }
     if (stamp.has_value()) {
-      ProducerSequences& sequences = topic.partitions[partition]->sequences;
+      ProducerSequences& sequences = state_->sends->partitions[partition]->sequences;
       const ProducerSequences::Admission admission = sequences.Admit(*stamp);
       if (admission.verdict != ProducerSequences::Verdict::kNew) {
         if (absl::StatusOr<BatchView> verified = BatchView::Parse(bytes_in); !verified.ok()) {
@@ -314,15 +407,15 @@ class ProducerImpl final : public rpc::Producer::Server {
     auto reply = kj::newPromiseAndFulfiller<absl::StatusOr<StreamAppendResult>>();
     const uint64_t bytes = batch.size();
     ++state_->in_flight;
-    ++service.sends_in_flight;
-    if (service.gate.TryStart(bytes)) {
+    ++service.loop.sends_in_flight;
+    if (service.loop.gate.TryStart(bytes)) {
       Start(state_, partition, stamp, bytes_in, kj::mv(reply.fulfiller));
     } else {
       // Over the budget: keep a copy, since a cancelled call takes its parameters with it.
       kj::Array<char> copy =
           kj::heapArray<char>(reinterpret_cast<const char*>(batch.begin()), batch.size());
-      service.gate.Enqueue(bytes, [state = state_, partition, stamp, copy = kj::mv(copy),
-                                   fulfiller = kj::mv(reply.fulfiller)]() mutable {
+      service.loop.gate.Enqueue(bytes, [state = state_, partition, stamp, copy = kj::mv(copy),
+                                        fulfiller = kj::mv(reply.fulfiller)]() mutable {
         Start(state, partition, stamp, std::span<const char>(copy.begin(), copy.size()),
               kj::mv(fulfiller));
       });
@@ -385,8 +478,9 @@ class ProducerImpl final : public rpc::Producer::Server {
                     kj::Own<kj::PromiseFulfiller<absl::StatusOr<StreamAppendResult>>> reply,
                     std::shared_ptr<std::vector<char>> copy = nullptr) {
     Service& service = state->service;
-    internal::Partition& part = *state->topic->partitions[partition];
-    const bool starts_ledger = part.starting_ledger || part.stream->AppendStartsLedger(batch);
+    PartitionSends& part = *state->sends->partitions[partition];
+    Stream* const stream = state->topic->partitions[partition]->stream.get();
+    const bool starts_ledger = part.starting_ledger || stream->AppendStartsLedger(batch);
     if (starts_ledger) {
       // The call's parameters may go before the append is made.
       if (copy == nullptr) copy = std::make_shared<std::vector<char>>(batch.begin(), batch.end());
@@ -400,23 +494,22 @@ class ProducerImpl final : public rpc::Producer::Server {
     }
     StreamAppendCallback completed = Track(state, partition, stamp, batch.size(), kj::mv(reply));
     if (!starts_ledger) {
-      part.stream->AppendAsync(batch, std::move(completed));
+      stream->AppendAsync(batch, std::move(completed));
       return;
     }
     part.starting_ledger = true;
-    service.tasks.add(
-        RunBlocking(service.blocking,
-                    [state, &part, copy, completed = std::move(completed)]() mutable {
-                      part.stream->AppendAsync(*copy, std::move(completed));
-                      return true;
-                    })
-            .then([&part, state](bool) {
-              part.starting_ledger = false;
-              // In order; one of them may start the next ledger, and the rest wait again.
-              std::deque<kj::Function<void()>> waiting = std::move(part.after_ledger_start);
-              part.after_ledger_start.clear();
-              for (kj::Function<void()>& start : waiting) start();
-            }));
+    // The pool thread touches the stream only: `part` is the loop's.
+    service.tasks.add(RunBlocking(service.blocking, [state, stream, copy,
+                                                     completed = std::move(completed)]() mutable {
+                        stream->AppendAsync(*copy, std::move(completed));
+                        return true;
+                      }).then([&part, state](bool) {
+      part.starting_ledger = false;
+      // In order; one of them may start the next ledger, and the rest wait again.
+      std::deque<kj::Function<void()>> waiting = std::move(part.after_ledger_start);
+      part.after_ledger_start.clear();
+      for (kj::Function<void()>& start : waiting) start();
+    }));
   }
 
   // The callback for one append of `bytes`: it brings the result back to the loop, which counts
@@ -436,7 +529,7 @@ class ProducerImpl final : public rpc::Producer::Server {
           service.sends.fetch_add(1, std::memory_order_relaxed);
           if (stamp.has_value()) {
             // Retries waiting for this send get its answer too.
-            state->topic->partitions[partition]->sequences.Completed(*stamp, result);
+            state->sends->partitions[partition]->sequences.Completed(*stamp, result);
           }
           if (result.ok()) {
             Topic& topic = *state->topic;
@@ -453,7 +546,7 @@ class ProducerImpl final : public rpc::Producer::Server {
           }
           reply->fulfill(std::move(result));
           service.SendDone();
-          service.gate.Release(bytes);  // may start waiting sends
+          service.loop.gate.Release(bytes);  // may start waiting sends
         }));
     return [fulfiller](absl::StatusOr<StreamAppendResult> result) {
       (*fulfiller)->fulfill(std::move(result));
@@ -715,19 +808,20 @@ class ProxyImpl final : public rpc::Proxy::Server {
   kj::Promise<void> openProducer(OpenProducerContext context) override {
     const std::string name(Text(context.getParams().getTopic()));
     return RunBlocking(service_.blocking,
-                       [&broker = service_.broker, name]() {
-                         absl::StatusOr<std::shared_ptr<Topic>> topic = broker.Acquire(name);
-                         // Before the topic's first producer can send: what earlier proxies
-                         // stored for producers that may retry.
-                         if (topic.ok()) broker.LoadProducerSequences(**topic);
-                         return topic;
-                       })
+                       [&broker = service_.broker, name]() { return broker.Acquire(name); })
         .then([&service = service_, context](absl::StatusOr<std::shared_ptr<Topic>> topic) mutable {
           if (!topic.ok()) ThrowStatus(topic.status());
-          const uint32_t partitions = (*topic)->partitions.size();
+          // From here the state holds the topic acquired, and releases it if the call fails.
           auto state = std::make_shared<ProducerState>(service, *std::move(topic));
-          context.getResults().setProducer(kj::heap<ProducerImpl>(std::move(state)));
-          context.getResults().setPartitions(partitions);
+          // Before the topic's first producer can send: what earlier proxies stored for
+          // producers that may retry.
+          return service.SendsOf(state->topic)
+              .then([state, context](std::shared_ptr<TopicSends> sends) mutable {
+                state->sends = std::move(sends);
+                const uint32_t partitions = state->topic->partitions.size();
+                context.getResults().setProducer(kj::heap<ProducerImpl>(std::move(state)));
+                context.getResults().setPartitions(partitions);
+              });
         });
   }
 
@@ -824,8 +918,8 @@ class ProxyImpl final : public rpc::Proxy::Server {
     out.setMessagesIn(stats.messages_in);
     out.setBytesIn(stats.bytes_in);
     out.setMessagesOut(stats.messages_out);
-    auto it = service.rates.find(name);
-    if (it == service.rates.end() || it->second.empty()) return;
+    auto it = service.loop.rates.find(name);
+    if (it == service.loop.rates.end() || it->second.empty()) return;
     const RateSample& first = it->second.front();
     const double seconds = std::chrono::duration<double>(Clock::now() - first.at).count();
     // Counters that went back: the topic was closed and opened again since that sample.
@@ -854,29 +948,40 @@ struct ProxyServer::Impl {
     ticker = Tick(timer).eagerlyEvaluate(nullptr);
   }
 
-  // Samples rates and persists acknowledgements once a tick.
+  // Samples rates and persists acknowledgements once a tick; applies retention once every
+  // retention_interval.
   kj::Promise<void> Tick(kj::Timer& timer) {
     return timer.afterDelay(service.options.tick.count() * kj::MILLISECONDS).then([this, &timer]() {
       const Clock::time_point now = Clock::now();
       std::map<std::string, std::deque<RateSample>> rates;
       for (const std::shared_ptr<Topic>& topic : service.broker.OpenTopics()) {
         std::deque<RateSample>& samples = rates[topic->name];
-        if (auto it = service.rates.find(topic->name); it != service.rates.end()) {
+        if (auto it = service.loop.rates.find(topic->name); it != service.loop.rates.end()) {
           samples = std::move(it->second);
         }
         samples.push_back(
             {now, topic->messages_in.load(), topic->bytes_in.load(), topic->messages_out.load()});
         if (samples.size() > kRateSamples) samples.pop_front();
       }
-      service.rates = std::move(rates);
-      if (!service.persisting) {
-        service.persisting = true;
+      service.loop.rates = std::move(rates);
+      service.ForgetClosedTopics();
+      if (!service.loop.persisting) {
+        service.loop.persisting = true;
         // The service's own task set runs the continuation, so it refers to the service only:
         // capabilities may keep the service alive after this server is gone.
         service.tasks.add(RunBlocking(service.blocking, [&broker = service.broker]() {
                             broker.PersistAll();
                             return true;
-                          }).then([&service = service](bool) { service.persisting = false; }));
+                          }).then([&service = service](bool) { service.loop.persisting = false; }));
+      }
+      if (!service.loop.retaining &&
+          now - service.loop.last_retention >= service.options.retention_interval) {
+        service.loop.retaining = true;
+        service.loop.last_retention = now;
+        service.tasks.add(RunBlocking(service.blocking, [&broker = service.broker]() {
+                            broker.ApplyRetentionAll();
+                            return true;
+                          }).then([&service = service](bool) { service.loop.retaining = false; }));
       }
       return Tick(timer);
     });

@@ -48,6 +48,10 @@ struct ProxyOptions {
   uint64_t max_unacked_per_consumer = 50000;
   // How often acknowledgements are persisted, at the latest, and rates sampled.
   std::chrono::milliseconds tick = std::chrono::seconds(1);
+  // How often, at the latest, the open topics' retention policies are applied (on a tick), so
+  // that a partition that takes no sends ages out too: its ledger being written is closed once
+  // it is past the policy (Stream::ApplyRetention). Retention also runs at every roll-over.
+  std::chrono::milliseconds retention_interval = std::chrono::seconds(30);
   // Where the proxy registers its metrics (docs/proxy.md lists them); borrowed, may be null.
   MetricsRegistry* metrics = nullptr;
   LogFunction log = StderrLog();
@@ -57,7 +61,8 @@ struct ProxyOptions {
 // borrowed and must outlive this object; create, use and destroy it on the loop's thread.
 class ProxyServer {
  public:
-  // `timer` (the loop's) paces the periodic work: persisting acknowledgements, sampling rates.
+  // `timer` (the loop's) paces the periodic work: persisting acknowledgements, sampling rates,
+  // applying retention.
   ProxyServer(LedgerSet* ledgers, MetadataStore* metadata, kj::Timer& timer,
               const ProxyOptions& options);
   ~ProxyServer();

@@ -61,7 +61,7 @@ absl::Status CheckName(std::string_view what, std::string_view name, size_t max_
       Sv(name.substr(0, 300)), max_bytes));
 }
 
-int64_t NowUs() {
+int64_t SystemNowUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -104,11 +104,16 @@ std::chrono::nanoseconds CoarseNow() {
 // What the streams of one Streams object share; it keeps the names of open streams, so each
 // is open once.
 struct StreamsShared {
-  StreamsShared(LedgerSet* ledgers, MetadataStore* metadata, LogFunction log)
-      : ledgers(ledgers), metadata(metadata), log(std::move(log)) {}
+  StreamsShared(LedgerSet* ledgers, MetadataStore* metadata, LogFunction log,
+                std::function<int64_t()> clock_us)
+      : ledgers(ledgers), metadata(metadata), log(std::move(log)), clock_us(std::move(clock_us)) {}
   LedgerSet* const ledgers;
   MetadataStore* const metadata;
   const LogFunction log;
+  const std::function<int64_t()> clock_us;  // null: the system clock
+
+  // The wall clock, in microseconds since the Unix epoch: ledgers' close times, retention ages.
+  int64_t NowUs() const { return clock_us ? clock_us() : SystemNowUs(); }
   std::mutex mu;
   std::set<std::string> open;
 
@@ -227,6 +232,7 @@ class StreamImpl final : public Stream {
     }
     const uint64_t base = writer_first_offset_;
     const uint64_t ledger_id = writer_->ledger_id();
+    writer_last_append_us_ = owner_->NowUs();
     // The entry id the ledger will give the batch, unless an earlier append fails.
     const uint64_t expected_entry = WriterEntries();
     writer_bytes_ += size_bytes;
@@ -447,6 +453,12 @@ class StreamImpl final : public Stream {
 
   absl::StatusOr<RetentionReport> ApplyRetention() override {
     std::lock_guard lock(mu_);
+    const bool idle = writer_entries_ == writer_entries_at_last_pass_;
+    writer_entries_at_last_pass_ = writer_entries_;
+    if (idle && RetentionClosesWriter()) {
+      // The roll-over an append would make, without the new ledger: the next append starts it.
+      CAIRN_RETURN_IF_ERROR(CloseWriter());
+    }
     return ApplyRetentionLocked();
   }
 
@@ -483,6 +495,28 @@ class StreamImpl final : public Stream {
   }
   uint64_t WriterEntries() const {
     return writer_entries_ - writer_losses_->entries.load(std::memory_order_relaxed);
+  }
+
+  // mu_ held: whether a retention pass closes the ledger being written (one that took no append
+  // since the previous pass), so that retention can delete it like any closed ledger. Retention
+  // never deletes the ledger being written, and a stream that takes no appends rolls over no
+  // more, so an idle stream's last ledger would stay forever. It is closed when it holds
+  // nothing younger than the policy's max_age (its last append is that old), or, under a rule of
+  // size or acknowledgement, when it has been open for ledger_max_age (the roll-over its next
+  // append would make). A ledger still taking appends is left to its own limits, so that
+  // retention passes do not cut it into small ledgers.
+  bool RetentionClosesWriter() const {
+    if (writer_ == nullptr || WriterEntries() == 0 || !failed_.ok() || closed_ ||
+        !recovery_pending_.ok()) {
+      return false;
+    }
+    const StreamOptions& o = record_.options;
+    if (o.retention.max_age.has_value() &&
+        owner_->NowUs() - writer_last_append_us_ >= o.retention.max_age->count()) {
+      return true;
+    }
+    return (o.retention.max_bytes.has_value() || o.retention.delete_acknowledged) &&
+           std::chrono::steady_clock::now() - writer_opened_ >= o.ledger_max_age;
   }
 
   bool NeedsRoll(size_t entry_count, size_t size_bytes) const {
@@ -547,7 +581,7 @@ class StreamImpl final : public Stream {
       current.closed = true;
       current.entry_count = count;
       current.size_bytes = WriterBytes();
-      current.closed_at_us = NowUs();
+      current.closed_at_us = writer_last_append_us_;
       next.next_offset = current.end_offset();
     }
     next.ledgers.push_back(LedgerRange{.ledger_id = new_id, .first_offset = next.next_offset});
@@ -582,8 +616,10 @@ class StreamImpl final : public Stream {
     writer_first_offset_ = record_.next_offset;
     writer_bytes_ = 0;
     writer_entries_ = 0;
+    writer_entries_at_last_pass_ = 0;
     writer_losses_ = std::make_shared<WriterLosses>();
     writer_opened_ = std::chrono::steady_clock::now();
+    writer_last_append_us_ = owner_->NowUs();
     return absl::OkStatus();
   }
 
@@ -650,7 +686,7 @@ class StreamImpl final : public Stream {
       current.closed = true;
       current.entry_count = count;
       current.size_bytes = WriterBytes();
-      current.closed_at_us = NowUs();
+      current.closed_at_us = writer_last_append_us_;
       next.next_offset = current.end_offset();
     }
     CAIRN_RETURN_IF_ERROR(PutRecord(std::move(next)));
@@ -725,6 +761,12 @@ class StreamImpl final : public Stream {
   };
   std::vector<Unsealed> unsealed_;
   std::chrono::steady_clock::time_point writer_opened_;
+  // When the last append to the ledger being written was made (StreamsShared::NowUs()): its
+  // close time in the record, from which retention's max_age counts.
+  int64_t writer_last_append_us_ = 0;
+  // writer_entries_ as the previous ApplyRetention() saw it: a ledger whose count has not moved
+  // since took no append in between (RetentionClosesWriter).
+  uint64_t writer_entries_at_last_pass_ = 0;
   std::map<std::string, std::shared_ptr<CursorState>, std::less<>> cursors_;
   std::chrono::microseconds cursor_persist_interval_{0};
 
@@ -823,7 +865,7 @@ absl::Status StreamImpl::RecoverLocked() {
       last.closed = true;
       last.entry_count = count;
       last.size_bytes = info.size_bytes;
-      last.closed_at_us = NowUs();
+      last.closed_at_us = owner_->NowUs();
       next.next_offset = last.end_offset();
     }
     changed = true;
@@ -886,11 +928,13 @@ absl::StatusOr<RetentionReport> StreamImpl::ApplyRetentionLocked() {
   }
   uint64_t total = writer_ != nullptr ? WriterBytes() : 0;
   for (const LedgerRange& l : record_.ledgers) total += l.size_bytes;
-  const int64_t now = NowUs();
+  const int64_t now = owner_->NowUs();
   size_t victims = 0;
   for (const LedgerRange& l : record_.ledgers) {
     if (!l.closed) break;  // Never the ledger being written.
-    bool remove = (policy.max_age && l.closed_at_us + policy.max_age->count() <= now) ||
+    // now - closed_at rather than closed_at + max_age: a max_age near the largest value must
+    // not overflow.
+    bool remove = (policy.max_age && now - l.closed_at_us >= policy.max_age->count()) ||
                   (policy.max_bytes && total > *policy.max_bytes) ||
                   (policy.delete_acknowledged && min_acked && *min_acked >= l.end_offset());
     if (policy.keep_unacknowledged && min_acked && *min_acked < l.end_offset()) remove = false;
@@ -1142,8 +1186,10 @@ absl::StatusOr<StreamAppendResult> Stream::Append(BatchBuilder& batch) {
   return future.get();
 }
 
-Streams::Streams(LedgerSet* ledgers, MetadataStore* metadata, LogFunction log)
-    : impl_(std::make_unique<internal::StreamsShared>(ledgers, metadata, std::move(log))) {}
+Streams::Streams(LedgerSet* ledgers, MetadataStore* metadata, LogFunction log,
+                 std::function<int64_t()> clock_us)
+    : impl_(std::make_unique<internal::StreamsShared>(ledgers, metadata, std::move(log),
+                                                      std::move(clock_us))) {}
 Streams::~Streams() = default;
 
 absl::StatusOr<std::unique_ptr<Stream>> Streams::Create(std::string_view name,

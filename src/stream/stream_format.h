@@ -34,7 +34,9 @@ struct LedgerRange {
   uint64_t entry_count = 0;
   bool closed = false;
   uint64_t size_bytes = 0;   // Closed ledgers.
-  int64_t closed_at_us = 0;  // Closed ledgers: wall-clock time of the close.
+  // Closed ledgers: wall-clock time of the last append (of the recovery, for a ledger a new owner
+  // closed), from which retention counts its age.
+  int64_t closed_at_us = 0;
 
   uint64_t end_offset() const { return first_offset + entry_count; }
 };

@@ -5,11 +5,18 @@
 #include "net/proxy/producer_sequences.h"
 
 #include <catch2/catch.hpp>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cairn/batch.h"
+#include "cairn/io.h"
+#include "cairn/metadata.h"
+#include "cairn/store.h"
+#include "cairn/stream.h"
 #include "net/producer_stamp.h"
+#include "net/proxy/producer_sequences_loading.h"
 
 namespace cairn::net::internal {
 namespace {
@@ -184,6 +191,80 @@ TEST_CASE("producer sequences: filled from a partition's tail", "[proxy][dedup]"
   // Within what was found but not stored, and after it: new.
   CHECK(table.Admit(Stamp(1, 8)).verdict == Verdict::kNew);
   CHECK(table.Admit(Stamp(1, 10)).verdict == Verdict::kNew);
+}
+
+// Appends one batch of one entry of `value_bytes`, stamped if `stamp` is given.
+void AppendStamped(Stream& stream, std::optional<ProducerStamp> stamp, size_t value_bytes) {
+  const std::string value(value_bytes, 'v');
+  std::string encoded;
+  std::vector<EntryHeader> headers;
+  if (stamp.has_value()) {
+    encoded = EncodeProducerStamp(*stamp);
+    headers.emplace_back(kProducerStampHeader, encoded);
+  }
+  BatchBuilder batch;
+  REQUIRE(batch.Add({.key = std::nullopt, .value = value, .headers = headers}).ok());
+  REQUIRE(stream.Append(batch).ok());
+}
+
+TEST_CASE("producer sequences: loaded from the tails of a topic's partitions, within the window",
+          "[proxy][dedup]") {
+  const LogFunction quiet = [](LogLevel, std::string_view) {};
+  std::unique_ptr<FileSystem> fs = NewMemoryFileSystem();
+  REQUIRE(fs->CreateDirectory("/store").ok());
+  StoreOptions store_options;
+  store_options.data_dirs = {"/store"};
+  store_options.file_system = fs.get();
+  store_options.segment_bytes = kMinSegmentBytes;
+  store_options.log = quiet;
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(store_options);
+  REQUIRE(store.ok());
+  absl::StatusOr<std::unique_ptr<MetadataStore>> metadata =
+      OpenLocalMetadataStore({.dir = "/meta", .file_system = fs.get(), .log = quiet});
+  REQUIRE(metadata.ok());
+  {
+    Streams streams(store->get(), metadata->get(), quiet);
+    std::vector<std::unique_ptr<Stream>> partitions;
+    for (int i = 0; i < 3; ++i) {
+      absl::StatusOr<std::unique_ptr<Stream>> stream =
+          streams.Create("t-partition-" + std::to_string(i));
+      REQUIRE(stream.ok());
+      partitions.push_back(*std::move(stream));
+    }
+    // Partition 0: producer 1's sequences 0..99 at offsets 0..99, about 1 KB each. Partition 1:
+    // producer 2's 0..2 and a batch without a stamp. Partition 2: nothing.
+    for (uint64_t i = 0; i < 100; ++i) AppendStamped(*partitions[0], Stamp(1, i), 1000);
+    for (uint64_t i = 0; i < 3; ++i) AppendStamped(*partitions[1], Stamp(2, i), 10);
+    AppendStamped(*partitions[1], std::nullopt, 10);
+
+    std::vector<Stream*> all = {partitions[0].get(), partitions[1].get(), partitions[2].get()};
+    std::vector<ProducerSequences> tables =
+        LoadProducerSequences("t", all, uint64_t{64} << 20, quiet);
+    REQUIRE(tables.size() == 3);
+    for (uint64_t sequence : {uint64_t{0}, uint64_t{57}, uint64_t{99}}) {
+      const ProducerSequences::Admission found = tables[0].Admit(Stamp(1, sequence));
+      CHECK(found.verdict == Verdict::kStored);
+      CHECK(found.offsets.first_offset == sequence);
+      CHECK(found.offsets.last_offset == sequence);
+    }
+    CHECK(tables[0].Admit(Stamp(1, 100)).verdict == Verdict::kNew);
+    const ProducerSequences::Admission found = tables[1].Admit(Stamp(2, 2));
+    CHECK(found.verdict == Verdict::kStored);
+    CHECK(found.offsets.first_offset == 2);
+    CHECK(tables[1].producers() == 1);
+    CHECK(tables[2].producers() == 0);
+
+    // A window of about ten batches finds the last ten or so, and nothing before them.
+    ProducerSequences narrow;
+    REQUIRE(ScanProducerStamps(*partitions[0], 10 * 1000, narrow).ok());
+    CHECK(narrow.Admit(Stamp(1, 99)).verdict == Verdict::kStored);
+    CHECK(narrow.Admit(Stamp(1, 92)).verdict == Verdict::kStored);
+    CHECK(narrow.Admit(Stamp(1, 80)).verdict == Verdict::kNew);
+
+    for (auto& stream : partitions) REQUIRE(stream->Close().ok());
+  }
+  metadata->reset();
+  REQUIRE((*store)->Close().ok());
 }
 
 }  // namespace

@@ -625,6 +625,46 @@ TEST_CASE("proxy: a producer's retried batch is stored once, also after a proxy 
   CHECK(EndOffset(c, "t", 1) == 2);
 }
 
+TEST_CASE("proxy: producers opening a topic at once on a new proxy share what it learned",
+          "[proxy][dedup]") {
+  TempDir dir;
+  const std::string b0 = StampedBatch(91, 0, {"a"});
+  const std::string b1 = StampedBatch(91, 1, {"b"});
+  {
+    ServedProxy served(dir.path());
+    kj::AsyncIoContext io = kj::setupAsyncIo();
+    RawClient c(io, served.address());
+    REQUIRE(c.CreateTopic("t", 1).ok());
+    rpc::Producer::Client producer = OpenProducer(c, "t");
+    REQUIRE(SendBytes(producer, b0).wait(io.waitScope).first == 0);
+  }
+  ServedProxy served(dir.path());
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  RawClient c(io, served.address());
+  // Three opens in flight together: the first reads the partition's tail, the others wait for
+  // that read; all get the same table, so a send through one is a retry through the others.
+  std::vector<kj::Promise<capnp::Response<rpc::Proxy::OpenProducerResults>>> opening;
+  for (int i = 0; i < 3; ++i) {
+    auto request = c.proxy.openProducerRequest();
+    request.setTopic("t");
+    opening.push_back(request.send());
+  }
+  std::vector<rpc::Producer::Client> producers;
+  for (auto& open : opening) producers.push_back(open.wait(io.waitScope).getProducer());
+  for (rpc::Producer::Client& producer : producers) {
+    const SendReply again = SendBytes(producer, b0).wait(io.waitScope);
+    CHECK(again.duplicate);
+    CHECK(again.first == 0);
+  }
+  const SendReply fresh = SendBytes(producers[0], b1).wait(io.waitScope);
+  CHECK_FALSE(fresh.duplicate);
+  CHECK(fresh.first == 1);
+  for (size_t i = 1; i < producers.size(); ++i) {
+    CHECK(SendBytes(producers[i], b1).wait(io.waitScope).duplicate);
+  }
+  CHECK(EndOffset(c, "t", 0) == 2);
+}
+
 TEST_CASE("proxy: a new proxy learns the stamps of every partition of a many-partition topic",
           "[proxy][dedup]") {
   TempDir dir;
@@ -787,6 +827,54 @@ TEST_CASE("proxy: compaction, the compacted view, retention and unsubscribing", 
   auto stats_request = c.proxy.topicStatsRequest();
   stats_request.setName("prices");
   CHECK(stats_request.send().wait(io.waitScope).getStats().getSubscriptions().size() == 0);
+}
+
+TEST_CASE("proxy: a topic that takes no more sends ages out on the tick, its last ledger too",
+          "[proxy]") {
+  TempDir dir;
+  ProxyOptions options;
+  options.tick = std::chrono::milliseconds(20);
+  options.retention_interval = std::chrono::milliseconds(20);
+  ServedProxy served(dir.path(), options);
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  RawClient c(io, served.address());
+  auto create = c.proxy.createTopicRequest();
+  create.setName("quiet");
+  auto topic_options = create.initOptions();
+  topic_options.setPartitions(1);
+  topic_options.initRetention().setMaxAgeUs(200'000);
+  REQUIRE(c.Status(create.send()).ok());
+  rpc::Producer::Client producer = OpenProducer(c, "quiet");
+  for (uint64_t i = 0; i < 3; ++i) REQUIRE(Send(c, producer, {"m" + std::to_string(i)}) == i);
+
+  // Every message was sent to the ledger still being written; no send comes after. The ticks'
+  // retention passes close it once it holds nothing younger than max_age, and delete it.
+  struct Shape {
+    uint64_t first_offset = 0;
+    uint64_t end_offset = 0;
+    uint64_t ledgers = 0;
+  };
+  auto shape = [&] {
+    auto request = c.proxy.topicStatsRequest();
+    request.setName("quiet");
+    auto reply = request.send().wait(io.waitScope);
+    auto partition = reply.getStats().getPartitions()[0];
+    return Shape{partition.getFirstOffset(), partition.getEndOffset(), partition.getLedgers()};
+  };
+  Shape now = shape();
+  REQUIRE(now.first_offset == 0);
+  REQUIRE(now.end_offset == 3);
+  REQUIRE(now.ledgers == 1);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (now.ledgers != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    now = shape();
+  }
+  CHECK(now.ledgers == 0);
+  CHECK(now.first_offset == 3);
+  CHECK(now.end_offset == 3);
+  // Sends go on at the next offset.
+  CHECK(Send(c, producer, {"after"}) == 3);
 }
 
 TEST_CASE("proxy: cairnd proxy over cairnd store keeps no state, a new proxy carries on",

@@ -5,7 +5,9 @@
 // system at random points.
 #include "cairn/stream.h"
 
+#include <atomic>
 #include <catch2/catch.hpp>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -39,9 +41,10 @@ std::string ValueAt(uint64_t offset) {
 // A store, a metadata store and the streams over them, on one file system.
 class World {
  public:
+  // `clock_us`, if given, is the streams' wall clock (Streams' constructor).
   explicit World(FileSystem* fs, Durability durability = Durability::kSync,
-                 CrashPoints* crash = nullptr)
-      : fs_(fs), durability_(durability), crash_(crash) {
+                 CrashPoints* crash = nullptr, std::function<int64_t()> clock_us = nullptr)
+      : fs_(fs), durability_(durability), crash_(crash), clock_us_(std::move(clock_us)) {
     Open();
   }
   ~World() { Close(); }
@@ -69,7 +72,8 @@ class World {
       ledgers = crashing_ledgers_.get();
       metadata = crashing_metadata_.get();
     }
-    streams_ = std::make_unique<Streams>(ledgers, metadata, [](LogLevel, std::string_view) {});
+    streams_ = std::make_unique<Streams>(
+        ledgers, metadata, [](LogLevel, std::string_view) {}, clock_us_);
   }
   void Close() {
     streams_.reset();
@@ -94,6 +98,7 @@ class World {
   FileSystem* fs_;
   Durability durability_;
   CrashPoints* crash_;
+  std::function<int64_t()> clock_us_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<CrashingLedgers> crashing_ledgers_;
   std::unique_ptr<CrashingMetadata> crashing_metadata_;
@@ -878,11 +883,110 @@ TEST_CASE("Retention leaves a ledger a reader holds and deletes it later", "[str
   REQUIRE(world.store().ListLedgers().size() == 2);  // One pending until the reader lets go.
   REQUIRE(TrimmedFirstOffset(reader->Read(0).status()) == 20);
   Unwrap(stream->ApplyRetention());
-  REQUIRE(world.store().ListLedgers().size() == 1);
+  // The held ledger is gone now. So is the ledger being written: it took no append since the
+  // previous pass and holds nothing younger than max_age, so the pass closed it and it went.
+  REQUIRE(world.store().ListLedgers().empty());
+  REQUIRE(stream->stats().first_offset == 30);
+}
+
+TEST_CASE("An idle stream's data ages out at retention passes, the ledger being written too",
+          "[stream][retention]") {
+  auto fs = NewMemoryFileSystem();
+  constexpr int64_t kMinuteUs = int64_t{60} * 1000 * 1000;
+  std::atomic<int64_t> now_us{int64_t{1'700'000'000} * 1000 * 1000};
+  World world(fs.get(), Durability::kSync, nullptr, [&now_us] { return now_us.load(); });
+  StreamOptions options;
+  options.ledger_max_entries = 10;
+  options.retention.max_age = std::chrono::hours(1);
+  auto stream = Unwrap(world.streams().Create("s", options));
+
+  SECTION("no append after the last: everything goes once it is max_age old") {
+    for (uint64_t at = 0; at < 20; at += 10) AppendValues(*stream, at, 10);
+    AppendValues(*stream, 20, 5);  // into a third ledger, which stays open
+    REQUIRE(stream->stats().ledgers == 3);
+    now_us += 30 * kMinuteUs;
+    REQUIRE(Unwrap(stream->ApplyRetention()).ledgers_deleted == 0);
+    REQUIRE(stream->stats().ledgers == 3);
+    now_us += 31 * kMinuteUs;  // 61 minutes after the last append, which nothing followed
+    const RetentionReport report = Unwrap(stream->ApplyRetention());
+    REQUIRE(report.ledgers_deleted == 3);
+    REQUIRE(report.first_offset == 25);
+    const StreamStats stats = stream->stats();
+    REQUIRE(stats.ledgers == 0);
+    REQUIRE(stats.first_offset == 25);
+    REQUIRE(stats.end_offset == 25);
+    REQUIRE(stats.size_bytes == 0);
+    REQUIRE(world.store().ListLedgers().empty());
+    auto reader = Unwrap(stream->NewReader());
+    REQUIRE(TrimmedFirstOffset(reader->Read(0).status()) == 25);
+    reader.reset();
+    // Appends go on where the stream ended, in a new ledger; a reopen keeps the trimmed start.
+    REQUIRE(AppendValues(*stream, 25, 1).first_offset == 25);
+    REQUIRE(stream->stats().ledgers == 1);
+    REQUIRE(stream->Close().ok());
+    stream.reset();
+    world.Reopen();
+    stream = Unwrap(world.streams().Open("s"));
+    REQUIRE(stream->stats().first_offset == 25);
+    CheckRange(*stream, 25, 26);
+  }
+  SECTION("the ledger being written stays while it takes appends younger than max_age") {
+    AppendValues(*stream, 0, 5);
+    now_us += 50 * kMinuteUs;
+    REQUIRE(Unwrap(stream->ApplyRetention()).ledgers_deleted == 0);
+    AppendValues(*stream, 5, 1);
+    now_us += 50 * kMinuteUs;  // 100 minutes after the first append, 50 after the last
+    REQUIRE(Unwrap(stream->ApplyRetention()).ledgers_deleted == 0);
+    REQUIRE(Unwrap(stream->ApplyRetention()).ledgers_deleted == 0);
+    // Still the same ledger: the next append does not start another.
+    REQUIRE(AppendValues(*stream, 6, 1).first_offset == 6);
+    REQUIRE(stream->stats().ledgers == 1);
+    REQUIRE(Unwrap(stream->ApplyRetention()).ledgers_deleted == 0);  // took an append since
+    now_us += 61 * kMinuteUs;
+    const RetentionReport report = Unwrap(stream->ApplyRetention());
+    REQUIRE(report.ledgers_deleted == 1);
+    REQUIRE(report.first_offset == 7);
+    REQUIRE(world.store().ListLedgers().empty());
+  }
+}
+
+TEST_CASE(
+    "An idle ledger open for ledger_max_age is closed by a retention pass, and goes if "
+    "the policy says so",
+    "[stream][retention]") {
+  auto fs = NewMemoryFileSystem();
+  World world(fs.get());
+  StreamOptions options;
+  options.ledger_max_age = std::chrono::milliseconds(50);
+  options.retention.delete_acknowledged = true;
+  auto stream = Unwrap(world.streams().Create("s", options));
+  auto cursor = Unwrap(stream->OpenCursor("c", StartPosition::Earliest()));
+  AppendValues(*stream, 0, 5);
+
+  SECTION("acknowledged by every cursor: it goes") {
+    REQUIRE(cursor->AckCumulative(5).ok());
+    REQUIRE(cursor->Persist().ok());
+    REQUIRE(Unwrap(stream->ApplyRetention()).ledgers_deleted == 0);  // it took an append
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const RetentionReport report = Unwrap(stream->ApplyRetention());
+    REQUIRE(report.ledgers_deleted == 1);
+    REQUIRE(report.first_offset == 5);
+    REQUIRE(world.store().ListLedgers().empty());
+  }
+  SECTION("not acknowledged: it is closed, and stays") {
+    REQUIRE(Unwrap(stream->ApplyRetention()).ledgers_deleted == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    REQUIRE(Unwrap(stream->ApplyRetention()).ledgers_deleted == 0);
+    REQUIRE(stream->stats().ledgers == 1);
+    // Closed: the next append starts a second ledger.
+    REQUIRE(AppendValues(*stream, 5, 1).first_offset == 5);
+    REQUIRE(stream->stats().ledgers == 2);
+    CheckRange(*stream, 0, 6);
+  }
 }
 
 // Crashes at random steps of a workload of appends, roll-overs, cursor acknowledgements and
-// retention; after each, every acknowledged offset reads back, with no gap, and no cursor is
+// retention (at roll-overs, and passes that close an idle ledger); after each, every acknowledged offset reads back, with no gap, and no cursor is
 // behind what it persisted.
 void RunStreamCrashes(uint64_t seed, int rounds) {
   INFO("seed " << seed << " (replay with CAIRN_TEST_SEED=" << seed << ")");
@@ -895,6 +999,9 @@ void RunStreamCrashes(uint64_t seed, int rounds) {
   options.ledger_max_entries = 1 + rng() % 20;
   options.cursor_persist_interval = std::chrono::microseconds(rng() % 2 == 0 ? 0 : 1000000);
   options.retention.delete_acknowledged = true;
+  // A short ledger age in half the runs: appends roll by age, and a retention pass closes the
+  // ledger being written once it took no append since the previous pass.
+  if (rng() % 2 == 0) options.ledger_max_age = std::chrono::milliseconds(1);
   { auto created = Unwrap(world.streams().Create("s", options)); }
   uint64_t acknowledged_end = 0;  // Every offset below was acknowledged to an appender.
   uint64_t persisted_cursor = 0;  // The cursor persisted everything below this.
@@ -916,7 +1023,7 @@ void RunStreamCrashes(uint64_t seed, int rounds) {
 
     crash.Arm(1 + rng() % 12);
     for (int op = 0; op < 40 && !crash.crashed(); ++op) {
-      const int kind = rng() % 10;
+      const int kind = rng() % 11;
       if (kind < 7) {
         BatchBuilder batch;
         const int count = 1 + rng() % 5;
@@ -937,10 +1044,15 @@ void RunStreamCrashes(uint64_t seed, int rounds) {
             persisted_cursor = end;
           }
         }
-      } else {
+      } else if (kind < 10) {
         const uint64_t below = cursor->acknowledged_below();
         if (!cursor->Persist().ok()) break;
         if (!crash.crashed()) persisted_cursor = below;
+      } else {
+        if (options.ledger_max_age == std::chrono::milliseconds(1)) {
+          std::this_thread::sleep_for(options.ledger_max_age);  // past the ledger age
+        }
+        if (!stream->ApplyRetention().ok()) break;
       }
     }
     crash.Disarm();
