@@ -1390,7 +1390,12 @@ absl::StatusOr<ResultLine> RunTailReadCase(Context& ctx, const Case& c, const st
     limits.max_bytes = absl::GetFlag(FLAGS_read_max_bytes);
     uint64_t next = 0;
     while (next < total_entries) {
-      const uint64_t confirmed = reader->WaitForEntry(next, std::chrono::milliseconds(100));
+      absl::StatusOr<uint64_t> waited = reader->WaitForEntry(next, std::chrono::milliseconds(100));
+      if (!waited.ok()) {
+        reader_status = waited.status();
+        break;
+      }
+      const uint64_t confirmed = *waited;
       if (confirmed == kNoEntry || confirmed < next) {
         if (writer_done.load()) {
           // The writer has finished; one last look, then give up.

@@ -158,18 +158,12 @@ class LedgerReader {
 
   // Waits, without polling the disk, until `entry_id` is confirmed, the ledger is sealed or
   // fenced, or `timeout` passes. Returns the last-add-confirmed id at that moment (which may be
-  // below entry_id, or kNoEntry). It has no way to fail: a reader that could not learn the
-  // position returns the last one it knew. Prefer WaitForEntryOrError where that can happen.
-  virtual uint64_t WaitForEntry(uint64_t entry_id, std::chrono::microseconds timeout) = 0;
-
-  // As WaitForEntry, but a reader that could not learn the position says why instead of
+  // below entry_id, or kNoEntry). A reader that could not learn the position says why, never
   // answering with the last one it knew: a reader of a store node (RemoteLedgerSet) fails with
   // kUnavailable when the connection is lost, or with the node's own status. A local store's
-  // reader always learns it: the default runs WaitForEntry.
-  virtual absl::StatusOr<uint64_t> WaitForEntryOrError(uint64_t entry_id,
-                                                       std::chrono::microseconds timeout) {
-    return WaitForEntry(entry_id, timeout);
-  }
+  // reader always learns it.
+  virtual absl::StatusOr<uint64_t> WaitForEntry(uint64_t entry_id,
+                                                std::chrono::microseconds timeout) = 0;
 
   // The id of the first entry of the first batch whose entries, or any earlier entry's, carry a
   // timestamp >= timestamp_us (timestamps need not be monotonic; the search uses the running

@@ -291,8 +291,8 @@ class RemoteReader final : public LedgerReader {
   // Waits in slices of at most kMaxWaitSliceUs, one call each, until the node says the entry is
   // confirmed or the ledger sealed, or the time is up. A failed call ends the wait with its
   // error: what the reader knew before is no answer to the question it could not ask.
-  absl::StatusOr<uint64_t> WaitForEntryOrError(uint64_t entry_id,
-                                               std::chrono::microseconds timeout) override {
+  absl::StatusOr<uint64_t> WaitForEntry(uint64_t entry_id,
+                                        std::chrono::microseconds timeout) override {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
       const auto left = std::chrono::duration_cast<std::chrono::microseconds>(
@@ -315,12 +315,6 @@ class RemoteReader final : public LedgerReader {
         return position->last_add_confirmed;
       }
     }
-  }
-
-  uint64_t WaitForEntry(uint64_t entry_id, std::chrono::microseconds timeout) override {
-    absl::StatusOr<uint64_t> confirmed = WaitForEntryOrError(entry_id, timeout);
-    // The interface has no error here (LedgerReader::WaitForEntry): the last position known.
-    return confirmed.ok() ? *confirmed : lac_.load();
   }
 
   absl::StatusOr<uint64_t> SeekByTime(int64_t timestamp_us) override {

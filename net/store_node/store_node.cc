@@ -281,8 +281,13 @@ class LedgerReaderImpl final : public rpc::LedgerReader::Server {
                            }
                            state->wait_reader = *std::move(opened);
                          }
-                         reply.last_add_confirmed = state->wait_reader->WaitForEntry(
+                         absl::StatusOr<uint64_t> confirmed = state->wait_reader->WaitForEntry(
                              entry, std::chrono::microseconds(timeout_us));
+                         if (!confirmed.ok()) {
+                           reply.status = confirmed.status();
+                           return reply;
+                         }
+                         reply.last_add_confirmed = *confirmed;
                          reply.sealed = state->wait_reader->sealed();
                          return reply;
                        })

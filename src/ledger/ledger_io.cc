@@ -372,7 +372,8 @@ class ReaderImpl final : public LedgerReader {
     return result;
   }
 
-  uint64_t WaitForEntry(uint64_t entry_id, std::chrono::microseconds timeout) override {
+  absl::StatusOr<uint64_t> WaitForEntry(uint64_t entry_id,
+                                        std::chrono::microseconds timeout) override {
     std::unique_lock lock(ledger_->mu);
     ledger_->changed.wait_for(lock, timeout, [&] {
       const uint64_t lac = ledger_->last_add_confirmed;

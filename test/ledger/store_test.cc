@@ -627,7 +627,7 @@ TEST_CASE("ledger store: sealing fixes the last entry", "[ledger]") {
   CHECK(reader->sealed());
   CheckLedger(*reader, ledger.entries);
   // A waiting reader is not kept waiting for entries that can never come.
-  CHECK(reader->WaitForEntry(6, 5s) == 5);
+  CHECK(reader->WaitForEntry(6, 5s).value() == 5);
 
   // An empty ledger seals at kNoEntry.
   const uint64_t empty = Unwrap(store->CreateLedger());
@@ -661,7 +661,7 @@ TEST_CASE("ledger store: fencing takes the right to append away", "[ledger]") {
   CHECK(info.last_add_confirmed == 4);
   auto reader = Reader(*store, id);
   CheckLedger(*reader, ledger.entries);
-  CHECK(reader->WaitForEntry(5, 5s) == 4);
+  CHECK(reader->WaitForEntry(5, 5s).value() == 4);
 
   // A ledger without a writer can be fenced too; fencing a missing ledger is kNotFound.
   const uint64_t idle = Unwrap(store->CreateLedger());
@@ -917,12 +917,12 @@ TEST_CASE("ledger store: readers wait for the tail", "[ledger][concurrency]") {
 
   SECTION("waits that end at once or time out") {
     auto reader = Reader(*store, id);
-    CHECK(reader->WaitForEntry(0, 1ms) == kNoEntry);
+    CHECK(reader->WaitForEntry(0, 1ms).value() == kNoEntry);
     Appended ledger;
     AppendTestBatch(*writer, ledger, 5);
-    CHECK(reader->WaitForEntry(2, 1ms) == 4);
-    CHECK(reader->WaitForEntry(4, 1ms) == 4);
-    CHECK(reader->WaitForEntry(10, 1ms) == 4);
+    CHECK(reader->WaitForEntry(2, 1ms).value() == 4);
+    CHECK(reader->WaitForEntry(4, 1ms).value() == 4);
+    CHECK(reader->WaitForEntry(10, 1ms).value() == 4);
   }
 
   SECTION("readers in other threads see entries as they are confirmed") {
@@ -936,7 +936,7 @@ TEST_CASE("ledger store: readers wait for the tail", "[ledger][concurrency]") {
     std::vector<std::thread> threads;
     for (size_t i = 0; i < targets.size(); ++i) {
       threads.emplace_back([&, i] {
-        waited[i] = readers[i]->WaitForEntry(targets[i], 5s);
+        waited[i] = readers[i]->WaitForEntry(targets[i], 5s).value();
         if (waited[i] == kNoEntry || waited[i] < targets[i]) return;
         absl::StatusOr<ReadResult> read = readers[i]->Read(targets[i], {.max_entries = 1});
         read_status[i] = read.status();

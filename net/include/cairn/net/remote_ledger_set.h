@@ -11,9 +11,8 @@
 //
 // Errors are the store's own: the node sends the absl::Status it got and the client returns it
 // with the same code and message. A lost connection makes every call fail with kUnavailable
-// (LedgerReader::WaitForEntry, which cannot fail, answers with the last LAC the reader knew:
-// WaitForEntryOrError returns the error); this client does not reconnect (open a new
-// RemoteLedgerSet).
+// (LedgerReader::WaitForEntry included, never answering with the last LAC the reader knew);
+// this client does not reconnect (open a new RemoteLedgerSet).
 //
 // Threading. The client runs its own network thread. Every method may be called from any
 // thread; the blocking ones hand the call to the network thread and wait for its answer.
