@@ -349,6 +349,30 @@ absl::StatusOr<uint64_t> StoreImpl::Fence(uint64_t id) {
   return lac;
 }
 
+absl::Status StoreImpl::FinishForSeal(IoQueue& queue, Ledger& ledger) {
+  if (ledger.segments.empty() || ledger.segments.back().sealed) return absl::OkStatus();
+  Segment& segment = ledger.segments.back();
+  CAIRN_RETURN_IF_ERROR(FinishSegmentFile(queue, segment));
+  segment.unwritten.clear();
+  segment.unwritten.shrink_to_fit();
+  return WriteSegmentIndex(queue, segment, ledger.id);
+}
+
+void StoreImpl::MarkSealed(Ledger& ledger, uint64_t last) {
+  ledger.state = LedgerState::kSealed;
+  ledger.last_add_confirmed = last;
+  if (!ledger.segments.empty() && !ledger.segments.back().sealed) {
+    Segment& segment = ledger.segments.back();
+    index_cache_.Put(IndexPathOf(segment),
+                     std::make_shared<const std::vector<IndexRecord>>(std::move(segment.index)));
+    segment.index.clear();
+    segment.sealed = true;
+    segment.direct_file.reset();
+    segment.tail.clear();
+  }
+  ledger.changed.notify_all();
+}
+
 template <typename Work>
 auto StoreImpl::AsRound(Work work) {
   {
@@ -413,15 +437,7 @@ absl::StatusOr<uint64_t> StoreImpl::SealFenced(uint64_t id, uint64_t last) {
     absl::Status finished;
     {
       std::lock_guard lock(ledger->mu);
-      if (!ledger->segments.empty() && !ledger->segments.back().sealed) {
-        Segment& segment = ledger->segments.back();
-        finished = FinishSegmentFile(*queue, segment);
-        if (finished.ok()) {
-          segment.unwritten.clear();
-          segment.unwritten.shrink_to_fit();
-          finished = WriteSegmentIndex(*queue, segment, ledger->id);
-        }
-      }
+      finished = FinishForSeal(*queue, *ledger);
     }
     // Every stored entry is durable with its index before the meta names the seal, so that a
     // crash leaves either the fenced ledger as it was or the sealed one.
@@ -432,18 +448,7 @@ absl::StatusOr<uint64_t> StoreImpl::SealFenced(uint64_t id, uint64_t last) {
         Annotate(WriteMeta(*queue, ledger->dir, LedgerMeta{id, LedgerState::kSealed, true, last}),
                  context)));
     std::lock_guard lock(ledger->mu);
-    ledger->state = LedgerState::kSealed;
-    ledger->last_add_confirmed = last;
-    if (!ledger->segments.empty() && !ledger->segments.back().sealed) {
-      Segment& segment = ledger->segments.back();
-      index_cache_.Put(IndexPathOf(segment),
-                       std::make_shared<const std::vector<IndexRecord>>(std::move(segment.index)));
-      segment.index.clear();
-      segment.sealed = true;
-      segment.direct_file.reset();
-      segment.tail.clear();
-    }
-    ledger->changed.notify_all();
+    MarkSealed(*ledger, last);
     return last;
   });
 }
@@ -468,15 +473,7 @@ absl::StatusOr<uint64_t> StoreImpl::SealLedger(const std::shared_ptr<Ledger>& le
     last = ledger->last_add_confirmed;
     // The writer has nothing in flight, so the worker does not touch this ledger now: finish
     // the open segment (its index, final) before the meta that says the ledger is sealed.
-    if (!ledger->segments.empty() && !ledger->segments.back().sealed) {
-      Segment& segment = ledger->segments.back();
-      finished = FinishSegmentFile(*queue, segment);
-      if (finished.ok()) {
-        segment.unwritten.clear();
-        segment.unwritten.shrink_to_fit();
-        finished = WriteSegmentIndex(*queue, segment, ledger->id);
-      }
-    }
+    finished = FinishForSeal(*queue, *ledger);
   }
   const std::string context = absl::StrCat("sealing ledger ", ledger->id);
   CAIRN_RETURN_IF_ERROR(OnFailure(FailedStep::kLedgerFiles, Annotate(finished, context)));
@@ -484,15 +481,7 @@ absl::StatusOr<uint64_t> StoreImpl::SealLedger(const std::shared_ptr<Ledger>& le
       WriteMeta(*queue, ledger->dir, LedgerMeta{ledger->id, LedgerState::kSealed, false, last}),
       context)));
   std::lock_guard lock(ledger->mu);
-  ledger->state = LedgerState::kSealed;
-  if (!ledger->segments.empty() && !ledger->segments.back().sealed) {
-    Segment& segment = ledger->segments.back();
-    index_cache_.Put(IndexPathOf(segment),
-                     std::make_shared<const std::vector<IndexRecord>>(std::move(segment.index)));
-    segment.index.clear();
-    segment.sealed = true;
-  }
-  ledger->changed.notify_all();
+  MarkSealed(*ledger, last);
   return last;
 }
 

@@ -170,6 +170,12 @@ class StoreImpl final : public Store {
   std::vector<char> CopyForAppend(std::span<const char> batch) {
     return append_buffers_.Take(batch);
   }
+  // Makes the open segment of `ledger` durable with its final index, before a seal's meta is
+  // written. With the ledger's lock held, and no round writing the ledger.
+  absl::Status FinishForSeal(IoQueue& queue, Ledger& ledger);
+  // The seal, once its meta is durable: the ledger sealed at `last`, its open segment's index
+  // moved to the cache, waiters woken. With the ledger's lock held.
+  void MarkSealed(Ledger& ledger, uint64_t last);
   // Seals `ledger` at its last-add-confirmed entry. The caller has no appends in flight.
   absl::StatusOr<uint64_t> SealLedger(const std::shared_ptr<Ledger>& ledger);
   void ReleaseWriter(const std::shared_ptr<Ledger>& ledger);
