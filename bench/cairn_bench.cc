@@ -84,6 +84,7 @@
 #include "bench/machine.h"
 #include "bench/progress.h"
 #include "bench/raw_limits.h"
+#include "bench/store_steady.h"
 #include "cairn/batch.h"
 #include "cairn/compaction.h"
 #include "cairn/io.h"
@@ -234,6 +235,7 @@ enum class Kind {
   kOpenClean,
   kOpenCrash,
   kCompaction,
+  kStoreSteadyRounds,
 };
 
 bool IsRaw(Kind kind) {
@@ -450,6 +452,20 @@ std::vector<Case> AllCases() {
        .summary = "messages arrive at --raw_rounds_messages_per_s; rounds of one O_DIRECT write "
                   "of what arrived + fdatasync, extending a new file; latency per message",
        .recycled = false});
+  // The same arrivals through a sync store (bench/store_steady.h): what the store adds to the
+  // disk's rounds, with no network in the way.
+  add({.name = "store_steady_rounds",
+       .kind = Kind::kStoreSteadyRounds,
+       .suite = Suite::kFull,
+       .summary = "messages of --raw_rounds_message_bytes - 6 value bytes arrive at "
+                  "--raw_rounds_messages_per_s; appended through a sync store to --ledgers (4), "
+                  "a batch (<= 1000 messages / 128 KiB) at most every 100 us per ledger; latency "
+                  "per message",
+       .entries = 4000,
+       .entry_bytes = 100,
+       .batch_entries = 1000,
+       .ledgers = 4,
+       .durability = Durability::kSync});
   add({.name = "raw_steady_rounds_overwrite",
        .kind = Kind::kRawSteadyRounds,
        .suite = Suite::kFull,
@@ -1884,6 +1900,40 @@ absl::StatusOr<ResultLine> RunCompactionCase(Context& ctx, const Case& c, const 
   return r;
 }
 
+absl::StatusOr<ResultLine> RunStoreSteadyCase(Context& ctx, const Case& c,
+                                              const std::string& dir) {
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStore(ctx, dir, c.durability));
+  CAIRN_ASSIGN_OR_RETURN(std::vector<uint64_t> ledgers, CreateLedgers(*store, c.ledgers));
+  StoreSteadyOptions options;
+  options.messages_per_s = ctx.raw_steady_rounds.messages_per_s;
+  options.seconds = ctx.raw_steady_rounds.seconds;
+  // The stored bytes of a message of raw_steady_rounds: its value and about 6 bytes of framing.
+  options.value_bytes = c.entry_bytes;
+  if (ctx.raw_steady_rounds.message_bytes > 6) {
+    options.value_bytes = ctx.raw_steady_rounds.message_bytes - 6;
+  }
+  options.max_batch_messages = c.batch_entries;
+  CAIRN_ASSIGN_OR_RETURN(StoreSteadyResult result, MeasureStoreSteady(*store, ledgers, options));
+  CAIRN_RETURN_IF_ERROR(store->Close());
+  ResultHeadline h;
+  h.system = "cairn";
+  h.messages = result.messages;
+  h.message_bytes = options.value_bytes;
+  h.batch = c.batch_entries;
+  h.sync = c.durability == Durability::kSync;
+  const double per_s = static_cast<double>(result.messages) / result.seconds;
+  h.append_messages_per_s = per_s;
+  h.append_mb_per_s = Megabytes(per_s * static_cast<double>(options.value_bytes));
+  h.p50_us = Micros(result.latency_ns.Percentile(50));
+  h.p99_us = Micros(result.latency_ns.Percentile(99));
+  ResultLine r(h);
+  AddSetup(r, ctx, c);
+  r.Number("target_msgs_per_s", options.messages_per_s, 0);
+  r.Int("appends", static_cast<int64_t>(result.appends));
+  AddTail(r, result.latency_ns);
+  return r;
+}
+
 absl::StatusOr<ResultLine> RunCase(Context& ctx, const Case& c) {
   if (IsRaw(c.kind)) return RunRawCase(ctx, c);
   if (IsOpen(c.kind)) {
@@ -1904,6 +1954,9 @@ absl::StatusOr<ResultLine> RunCase(Context& ctx, const Case& c) {
       break;
     case Kind::kCompaction:
       report = RunCompactionCase(ctx, c, dir);
+      break;
+    case Kind::kStoreSteadyRounds:
+      report = RunStoreSteadyCase(ctx, c, dir);
       break;
     default:
       report = absl::InternalError("unknown case kind");

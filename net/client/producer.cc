@@ -68,6 +68,7 @@ struct ProducerBatch {
   std::vector<std::pair<uint32_t, SendCallback>> callbacks;
   uint64_t bytes = 0;          // counted against max_pending_bytes
   std::span<const char> wire;  // once sealed
+  std::chrono::steady_clock::time_point opened;  // when its first message came
 };
 
 // Sent (or to be sent once connected), not yet answered. Network thread only.
@@ -260,7 +261,7 @@ class ProducerCore final : public SessionUser {
     ProducerBatch& current = open_[partition];
     current.partition = partition;
     if (done != nullptr) current.callbacks.emplace_back(current.messages, std::move(*done));
-    ++current.messages;
+    if (++current.messages == 1) current.opened = std::chrono::steady_clock::now();
     current.bytes += bytes;
     accepted_bytes_ += bytes;
     ++accepted_messages_;
@@ -393,6 +394,11 @@ class ProducerCore final : public SessionUser {
     const uint64_t generation = client_.generation();
     auto request = loop_.cap->sendRequest(capnp::MessageSize{16, 1});
     request.setPartition(batch.partition);
+    // For the proxy's latency histograms.
+    request.setSentUs(NowUs());
+    request.setBatchWaitUs(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                     std::chrono::steady_clock::now() - batch.opened)
+                                                     .count()));
     // The batch goes out from its own buffer, not copied into the message: the buffer stays
     // until the batch is answered, and the answer comes only once the proxy read every byte, so
     // after the message's last write (a lost connection's unwritten messages are dropped, and

@@ -20,6 +20,7 @@
 #include "net/proxy/broker.h"
 #include "net/proxy/producer_sequences.h"
 #include "net/proxy/producer_sequences_loading.h"
+#include "net/proxy/send_stages.h"
 #include "net/schema/proxy.capnp.h"
 #include "net/server_util.h"
 #include "net/store_node/thread_pool.h"
@@ -235,9 +236,6 @@ struct Service final : public kj::TaskSet::ErrorHandler,
     std::erase_if(loop.topic_sends, [](const auto& entry) { return entry.second.topic.expired(); });
   }
 
-  void RecordLatency(Clock::duration latency) {
-    send_latency->Observe(std::chrono::duration<double>(latency).count());
-  }
 
   const ProxyOptions options;
   Broker broker;
@@ -251,24 +249,15 @@ struct Service final : public kj::TaskSet::ErrorHandler,
   std::atomic<uint64_t> bytes_out{0};
   std::atomic<uint64_t> producers{0}, consumers{0};
   std::atomic<uint64_t> connections{0};
-  // In the registry, or in a histogram of our own when there is none.
-  Histogram* send_latency = nullptr;
-  std::unique_ptr<Histogram> own_send_latency;
+  // In the registry, or in histograms of their own when there is none.
+  std::unique_ptr<internal::SendStages> stages;
 };
-
-std::vector<double> LatencyBounds() { return ExponentialBuckets(0.0001, 2, 17); }
 
 // Registers the proxy's metrics. The callbacks hold the service weakly: a registry that renders
 // after the proxy is gone reads zeros.
 void RegisterMetrics(MetricsRegistry* registry, const std::shared_ptr<Service>& service) {
-  if (registry == nullptr) {
-    service->own_send_latency = std::make_unique<Histogram>(LatencyBounds());
-    service->send_latency = service->own_send_latency.get();
-    return;
-  }
-  service->send_latency = registry->AddHistogram(
-      "cairn_proxy_send_latency_seconds",
-      "Time from a send's arrival at the proxy to the store's acknowledgement", LatencyBounds());
+  service->stages = std::make_unique<internal::SendStages>(registry);
+  if (registry == nullptr) return;
   std::weak_ptr<Service> weak = service;
   auto counter = [&](const char* name, const char* help, auto read) {
     registry->AddCounterFunction(name, help, [weak, read]() -> uint64_t {
@@ -385,6 +374,8 @@ class ProducerImpl final : public rpc::Producer::Server {
     }
     Service& service = state_->service;
     const Clock::time_point arrived = Clock::now();
+    service.stages->Network(params.getSentUs(), internal::WallUs());
+    if (params.getSentUs() != 0) service.stages->BatchWait(params.getBatchWaitUs());
     const std::span<const char> bytes_in(reinterpret_cast<const char*>(batch.begin()),
                                          batch.size());
     // A stamped batch may be a retry of one stored before. The stamp is read before the batch
@@ -409,20 +400,20 @@ class ProducerImpl final : public rpc::Producer::Server {
     ++state_->in_flight;
     ++service.loop.sends_in_flight;
     if (service.loop.gate.TryStart(bytes)) {
-      Start(state_, partition, stamp, bytes_in, kj::mv(reply.fulfiller));
+      Start(state_, partition, stamp, bytes_in, arrived, kj::mv(reply.fulfiller));
     } else {
       // Over the budget: keep a copy, since a cancelled call takes its parameters with it.
       kj::Array<char> copy =
           kj::heapArray<char>(reinterpret_cast<const char*>(batch.begin()), batch.size());
       service.loop.gate.Enqueue(bytes, [state = state_, partition, stamp, copy = kj::mv(copy),
-                                        fulfiller = kj::mv(reply.fulfiller)]() mutable {
+                                        arrived, fulfiller = kj::mv(reply.fulfiller)]() mutable {
         Start(state, partition, stamp, std::span<const char>(copy.begin(), copy.size()),
-              kj::mv(fulfiller));
+              arrived, kj::mv(fulfiller));
       });
     }
     return reply.promise.then(
         [&service, arrived, context](absl::StatusOr<StreamAppendResult> result) mutable {
-          service.RecordLatency(Clock::now() - arrived);
+          service.stages->Total(Clock::now() - arrived);
           if (!result.ok()) ThrowStatus(result.status());
           context.getResults().setFirstOffset(result->first_offset);
           context.getResults().setLastOffset(result->last_offset);
@@ -475,6 +466,7 @@ class ProducerImpl final : public rpc::Producer::Server {
   // `copy`, if given, holds `batch` already.
   static void Start(std::shared_ptr<ProducerState> state, uint32_t partition,
                     std::optional<ProducerStamp> stamp, std::span<const char> batch,
+                    Clock::time_point arrived,
                     kj::Own<kj::PromiseFulfiller<absl::StatusOr<StreamAppendResult>>> reply,
                     std::shared_ptr<std::vector<char>> copy = nullptr) {
     Service& service = state->service;
@@ -486,12 +478,13 @@ class ProducerImpl final : public rpc::Producer::Server {
       if (copy == nullptr) copy = std::make_shared<std::vector<char>>(batch.begin(), batch.end());
       if (part.starting_ledger) {
         part.after_ledger_start.push_back(
-            [state, partition, stamp, copy, reply = kj::mv(reply)]() mutable {
-              Start(std::move(state), partition, stamp, *copy, kj::mv(reply), copy);
+            [state, partition, stamp, copy, arrived, reply = kj::mv(reply)]() mutable {
+              Start(std::move(state), partition, stamp, *copy, arrived, kj::mv(reply), copy);
             });
         return;
       }
     }
+    service.stages->Queue(Clock::now() - arrived);
     StreamAppendCallback completed = Track(state, partition, stamp, batch.size(), kj::mv(reply));
     if (!starts_ledger) {
       stream->AppendAsync(batch, std::move(completed));
@@ -512,6 +505,12 @@ class ProducerImpl final : public rpc::Producer::Server {
     }));
   }
 
+  // An append's result, and when the store gave it.
+  struct Appended {
+    absl::StatusOr<StreamAppendResult> result;
+    Clock::time_point at;
+  };
+
   // The callback for one append of `bytes`: it brings the result back to the loop, which counts
   // it and answers `reply`.
   static StreamAppendCallback Track(
@@ -519,13 +518,14 @@ class ProducerImpl final : public rpc::Producer::Server {
       std::optional<ProducerStamp> stamp, uint64_t bytes,
       kj::Own<kj::PromiseFulfiller<absl::StatusOr<StreamAppendResult>>> reply) {
     Service& service = state->service;
-    auto done = kj::newPromiseAndCrossThreadFulfiller<absl::StatusOr<StreamAppendResult>>();
-    auto fulfiller = std::make_shared<
-        kj::Own<kj::CrossThreadPromiseFulfiller<absl::StatusOr<StreamAppendResult>>>>(
-        kj::mv(done.fulfiller));
+    auto done = kj::newPromiseAndCrossThreadFulfiller<Appended>();
+    auto fulfiller =
+        std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<Appended>>>(kj::mv(done.fulfiller));
     service.tasks.add(
-        done.promise.then([&service, state, partition, stamp, bytes, reply = kj::mv(reply)](
-                              absl::StatusOr<StreamAppendResult> result) mutable {
+        done.promise.then([&service, state, partition, stamp, bytes,
+                           reply = kj::mv(reply)](Appended appended) mutable {
+          service.stages->Answer(Clock::now() - appended.at);
+          absl::StatusOr<StreamAppendResult>& result = appended.result;
           service.sends.fetch_add(1, std::memory_order_relaxed);
           if (stamp.has_value()) {
             // Retries waiting for this send get its answer too.
@@ -548,8 +548,11 @@ class ProducerImpl final : public rpc::Producer::Server {
           service.SendDone();
           service.loop.gate.Release(bytes);  // may start waiting sends
         }));
-    return [fulfiller](absl::StatusOr<StreamAppendResult> result) {
-      (*fulfiller)->fulfill(std::move(result));
+    return [fulfiller, &stages = *service.stages,
+            started = Clock::now()](absl::StatusOr<StreamAppendResult> result) {
+      const Clock::time_point at = Clock::now();
+      stages.Store(at - started);
+      (*fulfiller)->fulfill(Appended{.result = std::move(result), .at = at});
     };
   }
 

@@ -172,7 +172,11 @@ interface Producer {
   # and the batch's sequence on the partition) that the proxy has seen stored is not stored
   # again: the reply says `duplicate`, with the offsets it was stored at, or `offsetsUnknown`
   # (and offsets 0) when the proxy no longer knows them. docs/proxy.md, "De-duplication".
-  send @0 (partition :UInt32, batch :Data)
+  #
+  # `sentUs` (the client's wall clock at the send, microseconds since the epoch) and
+  # `batchWaitUs` (how long the batch's first message waited in the client before the send) feed
+  # the proxy's latency histograms only; 0 when not given.
+  send @0 (partition :UInt32, batch :Data, sentUs :Int64, batchWaitUs :UInt64)
       -> (firstOffset :UInt64, lastOffset :UInt64, duplicate :Bool, offsetsUnknown :Bool);
   # Waits for every send sent before it.
   flush @1 () -> ();

@@ -461,6 +461,13 @@ TEST_CASE("cli: topics, produce, consume, stats and perf against cairnd standalo
           sends);
     CHECK(net::testing::MetricSample(scrape.body, "cairn_store_group_commits_total") >= 1);
     CHECK(net::testing::MetricSample(scrape.body, "cairn_store_read_only") == 0);
+    // Every send through the client library was timed at each stage, the client's own two
+    // (its batch wait, its send's way to the proxy) included.
+    for (const char* stage : {"batch_wait", "network", "queue", "store", "answer", "latency"}) {
+      INFO(stage);
+      CHECK(net::testing::MetricSample(scrape.body, std::string("cairn_proxy_send_") + stage +
+                                                        "_seconds_count") == sends);
+    }
     CHECK(net::testing::MetricSample(scrape.body, "cairn_proxy_tail_cache_hits_total") +
               net::testing::MetricSample(scrape.body, "cairn_proxy_tail_cache_misses_total") >=
           1);

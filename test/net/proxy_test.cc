@@ -916,6 +916,18 @@ TEST_CASE("proxy: cairnd proxy over cairnd store keeps no state, a new proxy car
           scrape.body.find("cairn_proxy_subscription_backlog{topic=\"t\",subscription=\"s\"} 0") !=
           std::string::npos);
       CHECK(scrape.body.find("cairn_proxy_send_latency_seconds_count 1") != std::string::npos);
+      // The proxy's stages of that send were timed once; the client's two were not, since
+      // this client stamped its send with neither its time nor its batch's wait.
+      for (const char* stage : {"queue", "store", "answer"}) {
+        INFO(stage);
+        CHECK(testing::MetricSample(scrape.body, std::string("cairn_proxy_send_") + stage +
+                                                     "_seconds_count") == 1);
+      }
+      for (const char* stage : {"batch_wait", "network"}) {
+        INFO(stage);
+        CHECK(testing::MetricSample(scrape.body, std::string("cairn_proxy_send_") + stage +
+                                                     "_seconds_count") == 0);
+      }
       // The consumer's reads, each served from the tail cache or from the ledgers.
       const double hits = testing::MetricSample(scrape.body, "cairn_proxy_tail_cache_hits_total");
       const double misses =
