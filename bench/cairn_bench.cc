@@ -85,6 +85,7 @@
 #include "bench/progress.h"
 #include "bench/raw_limits.h"
 #include "bench/store_steady.h"
+#include "bench/wake_latency.h"
 #include "cairn/batch.h"
 #include "cairn/compaction.h"
 #include "cairn/io.h"
@@ -154,6 +155,9 @@ ABSL_FLAG(uint64_t, raw_rounds_message_bytes, 110,
           "Bytes each message of raw_steady_rounds(_overwrite) adds to the file: a 100-byte "
           "value with its share of the batch format.");
 ABSL_FLAG(double, raw_rounds_seconds, 5, "Duration of raw_steady_rounds(_overwrite).");
+ABSL_FLAG(uint64_t, raw_wake_round_trips, 20000, "Round trips of raw_thread_wake and raw_loopback_wake.");
+ABSL_FLAG(uint32_t, raw_wake_gap_us, 100,
+          "Pause before each round trip of raw_*_wake, so that the woken thread is asleep.");
 
 ABSL_FLAG(uint64_t, entries, 0, "Override: entries each selected cairn case appends.");
 ABSL_FLAG(uint64_t, entry_bytes, 0, "Override: bytes of each entry's value.");
@@ -229,6 +233,7 @@ enum class Kind {
   kRawGroupSync,
   kRawJournalRounds,
   kRawSteadyRounds,
+  kRawWake,
   kAppend,
   kCatchUpRead,
   kTailRead,
@@ -241,7 +246,7 @@ enum class Kind {
 bool IsRaw(Kind kind) {
   return kind == Kind::kRawWriteExtend || kind == Kind::kRawWrite || kind == Kind::kRawRead ||
          kind == Kind::kRawSync || kind == Kind::kRawGroupSync || kind == Kind::kRawJournalRounds ||
-         kind == Kind::kRawSteadyRounds;
+         kind == Kind::kRawSteadyRounds || kind == Kind::kRawWake;
 }
 bool IsOpen(Kind kind) { return kind == Kind::kOpenClean || kind == Kind::kOpenCrash; }
 
@@ -275,6 +280,7 @@ struct Case {
   uint64_t store_bytes = 0;         // open_*: payload bytes in the store.
   uint64_t crash_tail_bytes = 0;    // open_crash: payload the child appends before dying.
   uint64_t key_space = 0;           // compaction: distinct keys the entries are drawn from.
+  bool over_tcp = false;            // raw_*_wake: a loopback connection, not a condition variable.
 };
 
 std::vector<Case> AllCases() {
@@ -452,6 +458,18 @@ std::vector<Case> AllCases() {
        .summary = "messages arrive at --raw_rounds_messages_per_s; rounds of one O_DIRECT write "
                   "of what arrived + fdatasync, extending a new file; latency per message",
        .recycled = false});
+  // One hand-off between two threads (bench/wake_latency.h): the floor of each stage of the
+  // network path where a message changes threads.
+  add({.name = "raw_thread_wake",
+       .kind = Kind::kRawWake,
+       .suite = Suite::kFull,
+       .summary = "a thread wakes another through a mutex + condition variable and is woken "
+                  "back, --raw_wake_round_trips times, --raw_wake_gap_us apart; one-way latency"});
+  add({.name = "raw_loopback_wake",
+       .kind = Kind::kRawWake,
+       .suite = Suite::kFull,
+       .summary = "the same through one byte each way over a loopback TCP connection",
+       .over_tcp = true});
   // The same arrivals through a sync store (bench/store_steady.h): what the store adds to the
   // disk's rounds, with no network in the way.
   add({.name = "store_steady_rounds",
@@ -1142,6 +1160,8 @@ ResultLine RawReport(const Context& ctx, const Case& c, const RawResult& result,
   } else if (c.kind == Kind::kRawSteadyRounds) {
     r.Int("direct", 1);
     r.Int("overwrite", c.recycled ? 1 : 0);
+  } else if (c.kind == Kind::kRawWake) {
+    r.Text("channel", c.over_tcp ? "loopback_tcp" : "condition_variable");
   } else {
     r.Int("direct", sync ? 0 : 1);
     r.Int("queue_depth", sync ? 1 : ctx.raw_sequential.queue_depth);
@@ -1222,6 +1242,22 @@ absl::StatusOr<ResultLine> RunRawCase(Context& ctx, const Case& c) {
       } else if (ctx.raw.journal_rounds_per_s.has_value()) {
         r.Number("ratio_vs_serial", rounds_per_s / *ctx.raw.journal_rounds_per_s, 3);
       }
+      return r;
+    }
+    case Kind::kRawWake: {
+      WakeLatencyOptions options;
+      options.channel = c.over_tcp ? WakeChannel::kLoopbackTcp : WakeChannel::kConditionVariable;
+      options.round_trips = absl::GetFlag(FLAGS_raw_wake_round_trips);
+      if (ctx.smoke) options.round_trips = std::min<uint64_t>(options.round_trips, 100);
+      options.gap = std::chrono::microseconds(absl::GetFlag(FLAGS_raw_wake_gap_us));
+      const Clock::time_point start = Clock::now();
+      CAIRN_ASSIGN_OR_RETURN(LatencyHistogram wakes, MeasureWakeLatency(options));
+      RawResult result;
+      result.operations = options.round_trips;
+      result.seconds = Seconds(Clock::now() - start);
+      result.latency_ns = std::move(wakes);
+      ResultLine r = RawReport(ctx, c, result, false, /*sync=*/false);
+      r.Int("gap_us", static_cast<int64_t>(options.gap.count()));
       return r;
     }
     case Kind::kRawSteadyRounds: {

@@ -218,6 +218,24 @@ STAGES = [('batch wait in the client', 'cairn_proxy_send_batch_wait_seconds'),
           ("the store's round syncs", 'cairn_store_sync_seconds')]
 
 
+def wake_floor(bench, directory):
+    """One-way hand-off latencies between two threads on this machine (cairn-bench
+    raw_thread_wake, raw_loopback_wake): what each change of thread on the publish path costs at
+    least. Returns {name: fields}."""
+    out = subprocess.run([bench, '--dir', directory, '--noraw', '--case',
+                          'raw_thread_wake,raw_loopback_wake'],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if out.returncode != 0:
+        sys.exit('cairn-bench raw_*_wake failed: ' + out.stderr)
+    found = {}
+    for line in out.stdout.splitlines():
+        if line.startswith('system='):
+            print(line, flush=True)
+            f = fields(line)
+            found[f['name']] = f
+    return found
+
+
 def latency_step(server, cairn, bench, raw_dir, rate, message_bytes, a):
     """Publishes at `rate` messages/s with sync durability for --latency-seconds, with the disk
     alone at the same rate just before and just after (its stalls come and go); returns what
@@ -327,6 +345,7 @@ def main():
             steps = [latency_step(server, cairn, bench, os.path.join(data, 'raw'), rate,
                                   message_bytes, a)
                      for rate in (int(max_rate / 2), a.low_rate)]
+            wakes = wake_floor(bench, os.path.join(data, 'raw'))
         finally:
             server.stop()
         proxy = statistics.median(proxy_rates)
@@ -353,6 +372,17 @@ def main():
               f'linger {a.latency_linger_us} us, {message_bytes} stored bytes a message')
         for step in steps:
             report_latency_step(step)
+        thread, tcp = wakes['raw_thread_wake'], wakes['raw_loopback_wake']
+        # The client's sending thread to its network thread, the loop to the store's worker and
+        # back (a store node adds its own loop and worker); the socket both ways (twice more over
+        # a store node).
+        threads, sockets = (5, 4) if a.split else (3, 2)
+        print(f'  hand-offs on the path: {threads} between threads (this machine: p50 '
+              f'{float(thread["p50_us"]):.1f} us, p99 {float(thread["p99_us"]):.1f} us each) and '
+              f'{sockets} over loopback TCP (p50 {float(tcp["p50_us"]):.1f} us, p99 '
+              f'{float(tcp["p99_us"]):.1f} us each): together at least '
+              f'{(threads * float(thread["p50_us"]) + sockets * float(tcp["p50_us"])) / 1000:.3f}'
+              f' ms at the p50 of each')
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
