@@ -62,6 +62,10 @@ class ClientLoop {
     return thread_->CallVoid(std::forward<Func>(func));
   }
 
+  // Runs `func` on the network thread soon, without waiting, after every function posted before
+  // it (but in no set order with Call and CallVoid).
+  void Post(std::function<void()> func) { thread_->Post(std::move(func)); }
+
   // Network thread only.
   rpc::StoreNode::Client& node() { return *node_; }
   kj::TaskSet& tasks() { return thread_->tasks(); }

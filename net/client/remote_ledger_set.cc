@@ -62,6 +62,8 @@ struct PendingAppend {
   uint64_t bytes = 0;
   AppendCallback done;
   std::optional<absl::StatusOr<AppendResult>> result;
+  // The batch, padded with zeros to whole words, which the request refers to until answered.
+  std::vector<char> batch;
 };
 
 // Network thread only.
@@ -112,15 +114,16 @@ class RemoteWriter final : public LedgerWriter {
   }
 
   absl::StatusOr<uint64_t> Seal() override {
-    // The node seals after the appends sent before, in call order.
+    if (loop_.OnLoopThread()) return loop_.CalledFromLoop();
+    // Appends go to the network thread by Post, which a Call may overtake: every append is
+    // answered first, so that the node seals after them.
+    WaitIdle();
     absl::StatusOr<uint64_t> sealed = loop_.Call<uint64_t>([this] {
       return state_->cap.sealRequest().send().then(
           [](capnp::Response<rpc::LedgerWriter::SealResults> response) {
             return response.getLastEntryId();
           });
     });
-    if (loop_.OnLoopThread()) return sealed;
-    WaitIdle();
     if (sealed.ok()) lac_.store(*sealed);
     return sealed;
   }
@@ -129,7 +132,10 @@ class RemoteWriter final : public LedgerWriter {
   uint64_t last_add_confirmed() const override { return lac_.load(); }
 
  private:
-  // Sends one append, or completes it with `error` in its turn.
+  // Sends one append, or completes it with `error` in its turn. The calling thread copies the
+  // batch (its buffer is the caller's again once this returns) and posts the send to the network
+  // thread without waiting for it: an event loop that appends (the proxy's) is not held for a
+  // round trip between threads per batch. Posts run in order, so appends go out in call order.
   void Send(std::span<const char> batch, absl::Status error, AppendCallback done) {
     if (loop_.OnLoopThread()) {
       // Cannot wait for the window here; an append from a callback is a caller's error.
@@ -141,16 +147,29 @@ class RemoteWriter final : public LedgerWriter {
       cairn::internal::MutexLock lock(mu_);
       ++outstanding_;
     }
-    absl::Status sent = loop_.CallVoid([&] {
+    std::vector<char> copy;
+    if (error.ok()) {
+      // Cap'n Proto reads external data in whole words.
+      copy.resize((batch.size() + sizeof(capnp::word) - 1) / sizeof(capnp::word) *
+                  sizeof(capnp::word));
+      std::memcpy(copy.data(), batch.data(), batch.size());
+      std::memset(copy.data() + batch.size(), 0, copy.size() - batch.size());
+    }
+    loop_.Post([this, size = batch.size(), copy = std::move(copy), error = std::move(error),
+                done = std::move(done)]() mutable {
       WriterLoopState& state = *state_;
       const uint64_t seq = state.first_seq + state.pending.size();
-      state.pending.push_back({.bytes = bytes, .done = std::move(done), .result = std::nullopt});
+      PendingAppend& append = state.pending.emplace_back();
+      append.bytes = error.ok() ? size : 0;
+      append.done = std::move(done);
+      append.batch = std::move(copy);
       if (!error.ok()) return Complete(seq, error);
       kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&] {
-        auto request =
-            state.cap.appendRequest(capnp::MessageSize{batch.size() / sizeof(capnp::word) + 16, 0});
-        request.setBatch(
-            capnp::Data::Reader(reinterpret_cast<const kj::byte*>(batch.data()), batch.size()));
+        auto request = state.cap.appendRequest(capnp::MessageSize{16, 1});
+        capnp::Orphanage orphanage = capnp::Orphanage::getForMessageContaining(
+            static_cast<rpc::LedgerWriter::AppendParams::Builder>(request));
+        request.adoptBatch(orphanage.referenceExternalData(
+            capnp::Data::Reader(reinterpret_cast<const kj::byte*>(append.batch.data()), size)));
         loop_.tasks().add(request.send().then(
             [this, seq](capnp::Response<rpc::LedgerWriter::AppendResults> response) {
               Complete(seq, AppendResult{response.getFirstEntryId(), response.getLastEntryId()});
@@ -163,11 +182,6 @@ class RemoteWriter final : public LedgerWriter {
         Complete(seq, ExceptionToStatus(*exception));
       }
     });
-    if (!sent.ok()) {
-      // The network thread is gone (it never is while the set lives): nothing was queued.
-      window_.Release(bytes);
-      FinishOne(sent);
-    }
   }
 
   // Network thread: records the answer of append `seq` and runs the callbacks that are due,
