@@ -63,7 +63,7 @@ struct PendingAppend {
   AppendCallback done;
   std::optional<absl::StatusOr<AppendResult>> result;
   // The batch, padded with zeros to whole words, which the request refers to until answered.
-  std::vector<char> batch;
+  std::shared_ptr<char[]> batch;
 };
 
 // Network thread only.
@@ -147,13 +147,14 @@ class RemoteWriter final : public LedgerWriter {
       cairn::internal::MutexLock lock(mu_);
       ++outstanding_;
     }
-    std::vector<char> copy;
+    std::shared_ptr<char[]> copy;
     if (error.ok()) {
-      // Cap'n Proto reads external data in whole words.
-      copy.resize((batch.size() + sizeof(capnp::word) - 1) / sizeof(capnp::word) *
-                  sizeof(capnp::word));
-      std::memcpy(copy.data(), batch.data(), batch.size());
-      std::memset(copy.data() + batch.size(), 0, copy.size() - batch.size());
+      // Cap'n Proto reads external data in whole words. Not zeroed first: it is overwritten.
+      const size_t padded = (batch.size() + sizeof(capnp::word) - 1) / sizeof(capnp::word) *
+                            sizeof(capnp::word);
+      copy.reset(new char[padded]);
+      std::memcpy(copy.get(), batch.data(), batch.size());
+      std::memset(copy.get() + batch.size(), 0, padded - batch.size());
     }
     loop_.Post([this, size = batch.size(), copy = std::move(copy), error = std::move(error),
                 done = std::move(done)]() mutable {
@@ -169,7 +170,7 @@ class RemoteWriter final : public LedgerWriter {
         capnp::Orphanage orphanage = capnp::Orphanage::getForMessageContaining(
             static_cast<rpc::LedgerWriter::AppendParams::Builder>(request));
         request.adoptBatch(orphanage.referenceExternalData(
-            capnp::Data::Reader(reinterpret_cast<const kj::byte*>(append.batch.data()), size)));
+            capnp::Data::Reader(reinterpret_cast<const kj::byte*>(append.batch.get()), size)));
         loop_.tasks().add(request.send().then(
             [this, seq](capnp::Response<rpc::LedgerWriter::AppendResults> response) {
               Complete(seq, AppendResult{response.getFirstEntryId(), response.getLastEntryId()});
