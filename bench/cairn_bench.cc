@@ -144,6 +144,8 @@ ABSL_FLAG(uint64_t, raw_sync_bytes, 4096, "Bytes written per round of the raw fd
 ABSL_FLAG(uint32_t, raw_group_files, 64,
           "Files of raw_group_sync: compared with sync cases that append to as many ledgers.");
 ABSL_FLAG(uint64_t, raw_group_rounds, 500, "Rounds of raw_group_sync.");
+ABSL_FLAG(uint64_t, journal_file_bytes, 0,
+          "With --journal: StoreOptions::journal_file_bytes (0: the store's default).");
 ABSL_FLAG(uint64_t, raw_journal_rounds, 4000, "Rounds of raw_journal_rounds(_pipelined).");
 ABSL_FLAG(uint64_t, raw_journal_bytes, 64 * 1024,
           "Bytes each round of raw_journal_rounds(_pipelined) writes: the journal's share of a "
@@ -686,6 +688,7 @@ StoreOptions MakeStoreOptions(const Context& ctx, const std::string& dir, Durabi
   options.sync_file_system = absl::GetFlag(FLAGS_sync_file_system);
   options.file_system = ctx.fs;
   if (absl::GetFlag(FLAGS_journal)) options.journal_dir = dir + "/journal";
+  if (uint64_t v = absl::GetFlag(FLAGS_journal_file_bytes); v != 0) options.journal_file_bytes = v;
   return options;
 }
 

@@ -214,6 +214,8 @@ STAGES = [('batch wait in the client', 'cairn_proxy_send_batch_wait_seconds'),
           ('store (append to acknowledgement)', 'cairn_proxy_send_store_seconds'),
           ('acknowledgement to the answer', 'cairn_proxy_send_answer_seconds'),
           ('arrival to the answer', 'cairn_proxy_send_latency_seconds'),
+          ('(over a store node) arrival on the node to its store\'s acknowledgement',
+           'cairn_store_node_append_latency_seconds'),
           ("the store's round writes", 'cairn_store_write_seconds'),
           ("the store's round syncs", 'cairn_store_sync_seconds')]
 
@@ -249,8 +251,9 @@ def latency_step(server, cairn, bench, raw_dir, rate, message_bytes, a):
     disk.append(raw_rounds(bench, raw_dir, rate, message_bytes, a.latency_seconds))
     seconds = float(r['seconds'])
     stages = [(label, describe(name, before, after, seconds,
-                               slow=0.002048 if name.startswith('cairn_store') else None))
-              for label, name in STAGES]
+                               slow=0.002048 if name.startswith('cairn_store_') and
+                               not name.startswith('cairn_store_node') else None))
+              for label, name in STAGES if histogram(after, name)]
     return {'rate': rate, 'publish': r, 'disk': disk, 'stages': stages}
 
 
