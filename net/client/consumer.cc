@@ -45,11 +45,10 @@ constexpr size_t kAckBatch = 1024;
 constexpr kj::Duration kPersistInterval = 500 * kj::MILLISECONDS;
 // receive() calls a consumer keeps in flight while its queue has room.
 constexpr int kReceiveCredits = 2;
-// Emptied chunks kept for reuse: one per receive() in flight, and one being filled; a larger
-// one (an answer that filled much of an empty queue) is freed, so that what an idle consumer
-// keeps stays small.
+// Emptied chunks kept for reuse: one per receive() in flight, and one being filled; together
+// at most receive_queue_bytes, so that what the consumer keeps for its queue stays within twice
+// that.
 constexpr size_t kSpareChunks = kReceiveCredits + 1;
-constexpr size_t kMaxSpareChunkBytes = size_t{2} << 20;
 // A consumer retries a failed receive() (other than a lost connection) after this long.
 constexpr kj::Duration kReceiveRetryDelay = 200 * kj::MILLISECONDS;
 
@@ -265,8 +264,12 @@ class ConsumerCore final : public SessionUser {
 
   // Keeps an emptied chunk for a later answer, while there are few.
   void Recycle(DeliveredChunk chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (spares_.size() >= kSpareChunks || chunk.capacity_bytes() > kMaxSpareChunkBytes) return;
+    if (spares_.size() >= kSpareChunks ||
+        spare_bytes_ + chunk.capacity_bytes() > options_.receive_queue_bytes) {
+      return;
+    }
     chunk.Clear();
+    spare_bytes_ += chunk.capacity_bytes();
     spares_.push_back(std::move(chunk));
   }
 
@@ -526,28 +529,34 @@ class ConsumerCore final : public SessionUser {
   // Queues the messages of one receive() answer as one chunk.
   void Deliver(capnp::List<rpc::Delivery>::Reader deliveries) {
     if (deliveries.size() == 0) return;
+    // Verified first, so that the chunk has room made for all of them at once.
+    absl::Status damaged;
+    std::vector<VerifiedDelivery>& verified = loop_.verified;
+    verified.clear();
+    size_t bytes = 0;
+    size_t entries = 0;
+    for (rpc::Delivery::Reader delivery : deliveries) {
+      absl::StatusOr<BatchView> batch = Verify(delivery);
+      if (!batch.ok()) {
+        damaged = batch.status();
+        continue;
+      }
+      bytes += batch->size_bytes();
+      entries += batch->entry_count();
+      verified.push_back({delivery, *batch});
+    }
     DeliveredChunk chunk = std::move(loop_.spare);
     loop_.spare.Clear();
-    absl::Status damaged;
-    for (rpc::Delivery::Reader delivery : deliveries) {
-      absl::Status added = AddDelivery(delivery, chunk);
-      if (!added.ok()) damaged = added;
-    }
+    chunk.Reserve(bytes, entries);
+    for (const VerifiedDelivery& one : verified) Append(one, chunk);
+    verified.clear();
     {
       cairn::internal::MutexLock lock(mu_);
-      // Acknowledged in this session already (by a redelivery that came first, say).
-      chunk.DropIf([this](const MessageId& id) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return Acked(id);
-      });
-      if (chunk.done()) {
-        Recycle(std::move(chunk));
-      } else {
-        queued_bytes_ += chunk.queue_bytes();
-        queue_.push_back(std::move(chunk));
-      }
+      Queue(std::move(chunk));
       if (!damaged.ok()) error_ = damaged;
       // The next answer's chunk, taken now while the lock is held anyway.
       if (!spares_.empty()) {
+        spare_bytes_ -= spares_.back().capacity_bytes();
         loop_.spare = std::move(spares_.back());
         spares_.pop_back();
       }
@@ -555,8 +564,31 @@ class ConsumerCore final : public SessionUser {
     arrived_.notify_all();
   }
 
-  // Verifies one delivered batch and appends its messages to `chunk`.
-  absl::Status AddDelivery(rpc::Delivery::Reader delivery, DeliveredChunk& chunk) {
+  // Queues `chunk` without what was acknowledged in this session already (by a redelivery
+  // that came first, say).
+  void Queue(DeliveredChunk chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    // Per partition, the offsets from `bound` on are not acknowledged: no look-up for them.
+    uint32_t partition = partitions_;
+    uint64_t bound = 0;
+    chunk.DropIf([&](const MessageId& id) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      if (id.partition != partition) {
+        partition = id.partition;
+        bound = std::max(cumulative_end_[partition], acked_[partition].bound());
+      }
+      return id.offset < bound && Acked(id);
+    });
+    if (chunk.done()) return Recycle(std::move(chunk));
+    queued_bytes_ += chunk.queue_bytes();
+    queue_.push_back(std::move(chunk));
+  }
+
+  // One delivered batch, verified.
+  struct VerifiedDelivery {
+    rpc::Delivery::Reader delivery;
+    BatchView batch;
+  };
+
+  absl::StatusOr<BatchView> Verify(rpc::Delivery::Reader delivery) const {
     capnp::Data::Reader bytes = delivery.getBatch();
     absl::StatusOr<BatchView> batch = BatchView::Parse(
         std::span<const char>(reinterpret_cast<const char*>(bytes.begin()), bytes.size()));
@@ -569,14 +601,17 @@ class ConsumerCore final : public SessionUser {
       return absl::InternalError(
           absl::StrCat("the proxy delivered partition ", delivery.getPartition()));
     }
-    // The entries the proxy knows acknowledged, ascending (mostly none).
-    std::vector<uint32_t>& skip = loop_.skip;
+    return batch;
+  }
+
+  // Appends the messages of `one` to `chunk`, but those the proxy knows acknowledged.
+  void Append(const VerifiedDelivery& one, DeliveredChunk& chunk) {
+    std::vector<uint32_t>& skip = loop_.skip;  // ascending; mostly empty
     skip.clear();
-    for (uint32_t index : delivery.getAcked()) skip.push_back(index);
+    for (uint32_t index : one.delivery.getAcked()) skip.push_back(index);
     if (!std::is_sorted(skip.begin(), skip.end())) std::sort(skip.begin(), skip.end());
-    chunk.Append(delivery.getPartition(), delivery.getOffset(), delivery.getRedelivered(), *batch,
-                 skip);
-    return absl::OkStatus();
+    chunk.Append(one.delivery.getPartition(), one.delivery.getOffset(),
+                 one.delivery.getRedelivered(), one.batch, skip);
   }
 
   ClientConnection& client_;
@@ -590,6 +625,7 @@ class ConsumerCore final : public SessionUser {
   std::condition_variable arrived_;  // with mu_: queue_ grew, error_ set, or closed_
   std::deque<DeliveredChunk> queue_ ABSL_GUARDED_BY(mu_);  // none empty
   std::vector<DeliveredChunk> spares_ ABSL_GUARDED_BY(mu_);  // emptied, kept for reuse
+  size_t spare_bytes_ ABSL_GUARDED_BY(mu_) = 0;              // their capacity_bytes()
   uint64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // of queue_: receive_queue_bytes' measure
   bool starved_ ABSL_GUARDED_BY(mu_) = false;  // receiving stopped for lack of room
   absl::Status error_ ABSL_GUARDED_BY(mu_);    // returned by the next Receive
@@ -621,8 +657,10 @@ class ConsumerCore final : public SessionUser {
     // Acknowledgements sent and not known persisted, in order, numbered by ack_seq.
     std::deque<AckGroup> unpersisted;
     uint64_t ack_seq = 0;
-    DeliveredChunk spare;        // for the next answer
-    std::vector<uint32_t> skip;  // Deliver's scratch
+    DeliveredChunk spare;  // for the next answer
+    // Deliver's scratch.
+    std::vector<VerifiedDelivery> verified;
+    std::vector<uint32_t> skip;
     std::vector<kj::Own<kj::PromiseFulfiller<void>>> waiting;  // for a subscription
   };
   LoopState loop_;

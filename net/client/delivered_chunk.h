@@ -23,6 +23,12 @@ namespace cairn::net::internal {
 
 class DeliveredChunk {
  public:
+  // Makes room for `bytes` more of batches holding `entries` more messages.
+  void Reserve(size_t bytes, size_t entries) {
+    bytes_.reserve(bytes_.size() + bytes);
+    entries_.reserve(entries_.size() + entries);
+  }
+
   // Appends the messages of `batch`, the first at `offset` of `partition`, but those at the
   // indexes in `skip` (ascending: what the proxy knows acknowledged). Copies the batch's bytes.
   void Append(uint32_t partition, uint64_t offset, bool redelivered, const BatchView& batch,
@@ -62,8 +68,10 @@ class DeliveredChunk {
 
   // Forgets every message; keeps the capacity for the next answer.
   void Clear();
-  // Bytes of batches the chunk has room for without allocating.
-  size_t capacity_bytes() const { return bytes_.capacity(); }
+  // The memory the chunk holds: room for batches and for what it notes per message.
+  size_t capacity_bytes() const {
+    return bytes_.capacity() + entries_.capacity() * sizeof(Entry);
+  }
 
  private:
   // One message: its id, and where its key and value lie in bytes_. 40 bytes.
