@@ -32,6 +32,7 @@
 #include "net/client/offset_runs.h"
 #include "net/schema/proxy.capnp.h"
 #include "src/util/mutex.h"
+#include "src/util/short_lock.h"
 
 namespace cairn::net::internal {
 namespace {
@@ -103,7 +104,7 @@ class ConsumerCore final : public SessionUser {
     if (thread_.OnLoopThread()) return thread_.CalledFromCallback();
     // Read the clock only to wait: a busy consumer finds a message queued.
     std::optional<std::chrono::steady_clock::time_point> deadline;
-    cairn::internal::UniqueLock lock(mu_);
+    cairn::internal::MutexLock lock(mu_);
     for (;;) {
       if (down_) {
         // The client gave up reconnecting and said so; waiting for messages tries again.
@@ -114,7 +115,8 @@ class ConsumerCore final : public SessionUser {
       if (closed_) return absl::FailedPreconditionError("the consumer is closed");
       if (TakeNext(into)) return true;
       if (!deadline.has_value()) deadline = std::chrono::steady_clock::now() + wait;
-      if (arrived_.wait_until(lock.native(), *deadline) == std::cv_status::timeout &&
+      // Unlocks mu_ while it waits, and holds it again when it returns.
+      if (arrived_.wait_until(mu_, *deadline) == std::cv_status::timeout &&
           queue_.empty() && error_.ok()) {
         return false;
       }
@@ -620,9 +622,14 @@ class ConsumerCore final : public SessionUser {
   const ConsumerOptions options_;
   const uint32_t partitions_;
 
-  // What the application's threads and the network thread share.
-  cairn::internal::Mutex mu_;
-  std::condition_variable arrived_;  // with mu_: queue_ grew, error_ set, or closed_
+  // What the application's threads and the network thread share, under mu_: a ShortLock
+  // (src/util/short_lock.h): the application takes it twice per message (Receive, Ack), the
+  // network thread about once per answer, and std::mutex's unlock, an atomic exchange, would
+  // wait each time for the stores of the critical section to drain.
+  cairn::internal::ShortLock mu_;
+  // With mu_: queue_ grew, error_ set, or closed_. condition_variable_any waits on any lock;
+  // only a Receive that found the queue empty waits, and only a delivery or an error notifies.
+  std::condition_variable_any arrived_;
   std::deque<DeliveredChunk> queue_ ABSL_GUARDED_BY(mu_);  // none empty
   std::vector<DeliveredChunk> spares_ ABSL_GUARDED_BY(mu_);  // emptied, kept for reuse
   size_t spare_bytes_ ABSL_GUARDED_BY(mu_) = 0;              // their capacity_bytes()

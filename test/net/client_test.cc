@@ -462,6 +462,53 @@ TEST_CASE("client: after a lost connection, what was delivered and not acknowled
   REQUIRE(consumer->Close().ok());
 }
 
+TEST_CASE("client: threads sharing a consumer receive each message once",
+          "[net][client][concurrency]") {
+  TempDir dir;
+  ServedProxy served(dir.path());
+  std::unique_ptr<Client> client = ConnectTo(served.address());
+  REQUIRE(client->CreateTopic("shared-consumer", Partitions(3)).ok());
+  absl::StatusOr<std::unique_ptr<Producer>> producer =
+      client->CreateProducer("shared-consumer", BatchOf(50));
+  REQUIRE(producer.ok());
+  constexpr int kMessages = 3000;
+  SendAll(**producer, Values("t", kMessages));
+  REQUIRE((*producer)->Close().ok());
+
+  // A small queue, so that the threads also wait for deliveries and the network thread for room.
+  std::unique_ptr<Consumer> consumer = Subscribe(*client, "shared-consumer", "s",
+                                                 SubscriptionType::kExclusive, 4096);
+  std::mutex mu;
+  std::vector<std::string> got;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      Message into;
+      for (;;) {
+        std::optional<Message> m;
+        if (t % 2 == 0) {  // both Receive calls
+          absl::StatusOr<bool> one = consumer->Receive(into, milliseconds(1000));
+          if (!one.ok() || !*one) return;
+          m = into;
+        } else {
+          absl::StatusOr<std::optional<Message>> one = consumer->Receive(milliseconds(1000));
+          if (!one.ok() || !one->has_value()) return;
+          m = **std::move(one);
+        }
+        if (!consumer->Ack(m->id).ok()) return;
+        std::lock_guard lock(mu);
+        got.push_back(m->value);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  CHECK(got.size() == kMessages);
+  const std::vector<std::string> all = Values("t", kMessages);
+  CHECK(std::multiset<std::string>(got.begin(), got.end()) ==
+        std::multiset<std::string>(all.begin(), all.end()));
+  REQUIRE(consumer->Close().ok());
+}
+
 TEST_CASE("client: the proxy's status codes arrive intact", "[net][client]") {
   TempDir dir;
   ServedProxy served(dir.path());
