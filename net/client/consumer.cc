@@ -6,10 +6,10 @@
 // record acknowledgements, which the network thread sends in groups and keeps until the proxy
 // has persisted them (to send them again after a reconnect).
 //
-// What a message costs the client is kept small (docs/network.md, "Consumer"): no allocation
-// per message (emptied chunks are reused; Receive into a caller's Message reuses its strings),
-// one lock per Receive and per Ack, and an acknowledgement in offset order, or a look-up of an
-// offset past every acknowledgement, costs no search (OffsetRuns).
+// What a message costs the client is kept small (docs/proxy.md, "The client library"): no
+// allocation per message (emptied chunks are reused; Receive into a caller's Message reuses its
+// strings), one lock per Receive and per Ack, and an acknowledgement in offset order, or a
+// look-up of an offset past every acknowledgement, costs no search (OffsetRuns).
 #include "net/client/consumer.h"
 
 #include <algorithm>
@@ -116,8 +116,8 @@ class ConsumerCore final : public SessionUser {
       if (TakeNext(into)) return true;
       if (!deadline.has_value()) deadline = std::chrono::steady_clock::now() + wait;
       // Unlocks mu_ while it waits, and holds it again when it returns.
-      if (arrived_.wait_until(mu_, *deadline) == std::cv_status::timeout &&
-          queue_.empty() && error_.ok()) {
+      if (arrived_.wait_until(mu_, *deadline) == std::cv_status::timeout && queue_.empty() &&
+          error_.ok()) {
         return false;
       }
     }
@@ -434,18 +434,19 @@ class ConsumerCore final : public SessionUser {
   // The offset lists keep their capacity for the next ones.
   void TakeUnsent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (const auto& [partition, end] : unsent_cumulative_) {
-      loop_.unpersisted.push_back(
-          {.seq = ++loop_.ack_seq, .partition = partition, .cumulative = true, .end = end,
-           .offsets = {}});
+      loop_.unpersisted.push_back({.seq = ++loop_.ack_seq,
+                                   .partition = partition,
+                                   .cumulative = true,
+                                   .end = end,
+                                   .offsets = {}});
     }
     for (uint32_t partition : unsent_partitions_) {
       std::vector<uint64_t>& offsets = unsent_offsets_[partition];
-      loop_.unpersisted.push_back(
-          {.seq = ++loop_.ack_seq,
-           .partition = partition,
-           .cumulative = false,
-           .end = 0,
-           .offsets = offsets});
+      loop_.unpersisted.push_back({.seq = ++loop_.ack_seq,
+                                   .partition = partition,
+                                   .cumulative = false,
+                                   .end = 0,
+                                   .offsets = offsets});
       offsets.clear();
     }
     unsent_cumulative_.clear();
@@ -630,12 +631,12 @@ class ConsumerCore final : public SessionUser {
   // With mu_: queue_ grew, error_ set, or closed_. condition_variable_any waits on any lock;
   // only a Receive that found the queue empty waits, and only a delivery or an error notifies.
   std::condition_variable_any arrived_;
-  std::deque<DeliveredChunk> queue_ ABSL_GUARDED_BY(mu_);  // none empty
+  std::deque<DeliveredChunk> queue_ ABSL_GUARDED_BY(mu_);    // none empty
   std::vector<DeliveredChunk> spares_ ABSL_GUARDED_BY(mu_);  // emptied, kept for reuse
   size_t spare_bytes_ ABSL_GUARDED_BY(mu_) = 0;              // their capacity_bytes()
   uint64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // of queue_: receive_queue_bytes' measure
-  bool starved_ ABSL_GUARDED_BY(mu_) = false;  // receiving stopped for lack of room
-  absl::Status error_ ABSL_GUARDED_BY(mu_);    // returned by the next Receive
+  bool starved_ ABSL_GUARDED_BY(mu_) = false;       // receiving stopped for lack of room
+  absl::Status error_ ABSL_GUARDED_BY(mu_);         // returned by the next Receive
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool down_ ABSL_GUARDED_BY(mu_) = false;  // the client gave up reconnecting
   // Acknowledgements made and not sent: the individual ones per partition (and the partitions

@@ -69,9 +69,7 @@ class DeliveredChunk {
   // Forgets every message; keeps the capacity for the next answer.
   void Clear();
   // The memory the chunk holds: room for batches and for what it notes per message.
-  size_t capacity_bytes() const {
-    return bytes_.capacity() + entries_.capacity() * sizeof(Entry);
-  }
+  size_t capacity_bytes() const { return bytes_.capacity() + entries_.capacity() * sizeof(Entry); }
 
  private:
   // One message: its id, and where its key and value lie in bytes_. 40 bytes.

@@ -43,11 +43,12 @@ uint64_t QueueBytes(const Input& input) {
   return input.value.size() + (input.key ? input.key->size() : 0) + kMessageOverhead;
 }
 
-TEST_CASE("delivered chunk: messages come out in order, with their keys, values and ids, but "
-          "the skipped ones",
-          "[client]") {
-  const std::vector<Input> first = {{std::nullopt, "no key"}, {"", "empty key"},
-                                    {"k", ""}, {"key", std::string(300, 'x')}};
+TEST_CASE(
+    "delivered chunk: messages come out in order, with their keys, values and ids, but "
+    "the skipped ones",
+    "[client]") {
+  const std::vector<Input> first = {
+      {std::nullopt, "no key"}, {"", "empty key"}, {"k", ""}, {"key", std::string(300, 'x')}};
   const std::vector<Input> second = {{std::nullopt, "a"}, {std::nullopt, "b"}};
   DeliveredChunk chunk;
   {
@@ -86,9 +87,10 @@ TEST_CASE("delivered chunk: messages come out in order, with their keys, values 
   CHECK(chunk.queue_bytes() == 0);
 }
 
-TEST_CASE("delivered chunk: a message taken without a Message, and the acknowledged ones "
-          "dropped, are not delivered, and a cleared chunk keeps its room",
-          "[client]") {
+TEST_CASE(
+    "delivered chunk: a message taken without a Message, and the acknowledged ones "
+    "dropped, are not delivered, and a cleared chunk keeps its room",
+    "[client]") {
   std::vector<Input> inputs;
   for (int i = 0; i < 10; ++i) inputs.push_back({std::nullopt, "v" + std::to_string(i)});
   std::string bytes;
