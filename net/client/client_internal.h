@@ -12,6 +12,9 @@
 //   producer.{h,cc}    Producer: batching, sending, answers in order, re-sending after a
 //                      reconnect
 //   consumer.{h,cc}    Consumer: receiving, acknowledging, persisting, re-subscribing
+//   delivered_chunk.{h,cc}  a consumer's queued messages: one receive() answer's batches,
+//                      copied once, and where each message lies in them
+//   offset_runs.h      a consumer's acknowledgements not yet persisted, as runs of offsets
 #pragma once
 
 #include <cstddef>

@@ -1,16 +1,21 @@
 // Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
 //
 // The proxy client's consumer. The network thread keeps receive() calls in flight while the
-// consumer's queue has room, and queues what arrives; the application's threads take messages
-// from the queue and record acknowledgements, which the network thread sends in groups and
-// keeps until the proxy has persisted them (to send them again after a reconnect).
+// consumer's queue has room, and queues what arrives, a chunk per answer (DeliveredChunk: the
+// batches' bytes, copied once); the application's threads take messages from the queue and
+// record acknowledgements, which the network thread sends in groups and keeps until the proxy
+// has persisted them (to send them again after a reconnect).
+//
+// What a message costs the client is kept small (docs/proxy.md, "The client library"): no
+// allocation per message (emptied chunks are reused; Receive into a caller's Message reuses its
+// strings), one lock per Receive and per Ack, and an acknowledgement in offset order, or a
+// look-up of an offset past every acknowledgement, costs no search (OffsetRuns).
 #include "net/client/consumer.h"
 
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
-#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -23,9 +28,11 @@
 #include "cairn/net/limits.h"
 #include "kj/debug.h"
 #include "net/client/client_internal.h"
+#include "net/client/delivered_chunk.h"
 #include "net/client/offset_runs.h"
 #include "net/schema/proxy.capnp.h"
 #include "src/util/mutex.h"
+#include "src/util/short_lock.h"
 
 namespace cairn::net::internal {
 namespace {
@@ -39,15 +46,21 @@ constexpr size_t kAckBatch = 1024;
 constexpr kj::Duration kPersistInterval = 500 * kj::MILLISECONDS;
 // receive() calls a consumer keeps in flight while its queue has room.
 constexpr int kReceiveCredits = 2;
+// Emptied chunks kept for reuse: one per receive() in flight, and one being filled; together
+// at most receive_queue_bytes, so that what the consumer keeps for its queue stays within twice
+// that.
+constexpr size_t kSpareChunks = kReceiveCredits + 1;
 // A consumer retries a failed receive() (other than a lost connection) after this long.
 constexpr kj::Duration kReceiveRetryDelay = 200 * kj::MILLISECONDS;
 
-// One acknowledgement the proxy may not have persisted yet.
-struct AckRecord {
+// Acknowledgements sent together, which the proxy may not have persisted yet: the individual
+// ones of a partition, or one cumulative one.
+struct AckGroup {
   uint64_t seq = 0;
   uint32_t partition = 0;
-  uint64_t offset = 0;  // individual: the offset; cumulative: the end (exclusive)
   bool cumulative = false;
+  uint64_t end = 0;               // cumulative: the end (exclusive)
+  std::vector<uint64_t> offsets;  // individual
 };
 
 // The consumer's state, by owner (see the members): the queue and the acknowledgements, which
@@ -64,6 +77,7 @@ class ConsumerCore final : public SessionUser {
         topic_(std::move(topic)),
         options_(options),
         partitions_(partitions),
+        unsent_offsets_(partitions),
         acked_(partitions),
         cumulative_end_(partitions, 0) {}
   ~ConsumerCore() noexcept override {}
@@ -79,10 +93,18 @@ class ConsumerCore final : public SessionUser {
   absl::Status CalledFromCallback() const { return thread_.CalledFromCallback(); }
 
   absl::StatusOr<std::optional<Message>> Receive(std::chrono::microseconds wait) {
+    Message message;
+    absl::StatusOr<bool> got = Receive(message, wait);
+    if (!got.ok()) return got.status();
+    if (!*got) return std::optional<Message>();
+    return std::optional<Message>(std::move(message));
+  }
+
+  absl::StatusOr<bool> Receive(Message& into, std::chrono::microseconds wait) {
     if (thread_.OnLoopThread()) return thread_.CalledFromCallback();
     // Read the clock only to wait: a busy consumer finds a message queued.
     std::optional<std::chrono::steady_clock::time_point> deadline;
-    cairn::internal::UniqueLock lock(mu_);
+    cairn::internal::MutexLock lock(mu_);
     for (;;) {
       if (down_) {
         // The client gave up reconnecting and said so; waiting for messages tries again.
@@ -91,18 +113,12 @@ class ConsumerCore final : public SessionUser {
       }
       if (!error_.ok()) return std::exchange(error_, absl::OkStatus());
       if (closed_) return absl::FailedPreconditionError("the consumer is closed");
-      while (!queue_.empty()) {
-        Message message = std::move(queue_.front());
-        queue_.pop_front();
-        queued_bytes_ -= Size(message);
-        MaybeRefill();
-        if (Acked(message.id)) continue;  // acknowledged since it was queued (a redelivery)
-        return std::optional<Message>(std::move(message));
-      }
+      if (TakeNext(into)) return true;
       if (!deadline.has_value()) deadline = std::chrono::steady_clock::now() + wait;
-      if (arrived_.wait_until(lock.native(), *deadline) == std::cv_status::timeout &&
-          queue_.empty() && error_.ok()) {
-        return std::optional<Message>();
+      // Unlocks mu_ while it waits, and holds it again when it returns.
+      if (arrived_.wait_until(mu_, *deadline) == std::cv_status::timeout && queue_.empty() &&
+          error_.ok()) {
+        return false;
       }
     }
   }
@@ -115,8 +131,10 @@ class ConsumerCore final : public SessionUser {
       if (closed_) return absl::FailedPreconditionError("the consumer is closed");
       if (Acked(id)) return absl::OkStatus();
       acked_[id.partition].insert(id.offset);
-      unsent_.push_back({0, id.partition, id.offset, false});
-      if (unsent_.size() >= kAckBatch && !ack_flush_posted_) {
+      std::vector<uint64_t>& offsets = unsent_offsets_[id.partition];
+      if (offsets.empty()) unsent_partitions_.push_back(id.partition);
+      offsets.push_back(id.offset);
+      if (++unsent_count_ >= kAckBatch && !ack_flush_posted_) {
         ack_flush_posted_ = true;
         post = true;
       } else if (!ack_timer_posted_) {
@@ -139,7 +157,8 @@ class ConsumerCore final : public SessionUser {
       if (closed_) return absl::FailedPreconditionError("the consumer is closed");
       if (id.offset + 1 <= cumulative_end_[id.partition]) return absl::OkStatus();
       cumulative_end_[id.partition] = id.offset + 1;
-      unsent_.push_back({0, id.partition, id.offset + 1, true});
+      unsent_cumulative_.push_back({id.partition, id.offset + 1});
+      ++unsent_count_;
       if (ack_timer_posted_) return absl::OkStatus();
       ack_timer_posted_ = true;
     }
@@ -150,9 +169,7 @@ class ConsumerCore final : public SessionUser {
   absl::Status RedeliverUnacknowledged() {
     {
       cairn::internal::MutexLock lock(mu_);
-      // All of it comes again.
-      queue_.clear();
-      queued_bytes_ = 0;
+      DropQueue();  // all of it comes again
     }
     return Blocking([this]() -> kj::Promise<void> {
       SendAcks();
@@ -201,8 +218,7 @@ class ConsumerCore final : public SessionUser {
     loop_.credits = 0;
     cairn::internal::MutexLock lock(mu_);
     // What was delivered and not acknowledged comes again after the reconnect.
-    queue_.clear();
-    queued_bytes_ = 0;
+    DropQueue();
     starved_ = false;
   }
 
@@ -227,12 +243,42 @@ class ConsumerCore final : public SessionUser {
     return absl::InvalidArgumentError(absl::StrCat("no partition ", id.partition));
   }
 
-  static size_t Size(const Message& m) {
-    return m.value.size() + (m.key ? m.key->size() : 0) + kMessageOverhead;
-  }
-
   bool Acked(const MessageId& id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return id.offset < cumulative_end_[id.partition] || acked_[id.partition].contains(id.offset);
+  }
+
+  // Takes the next queued message that was not acknowledged since it was queued (a
+  // redelivery), into `into`; false if there is none.
+  bool TakeNext(Message& into) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    while (!queue_.empty()) {
+      DeliveredChunk& chunk = queue_.front();
+      const bool acked = Acked(chunk.next_id());
+      queued_bytes_ -= chunk.Take(acked ? nullptr : &into);
+      if (chunk.done()) {
+        Recycle(std::move(chunk));
+        queue_.pop_front();
+      }
+      MaybeRefill();
+      if (!acked) return true;
+    }
+    return false;
+  }
+
+  // Keeps an emptied chunk for a later answer, while there are few.
+  void Recycle(DeliveredChunk chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (spares_.size() >= kSpareChunks ||
+        spare_bytes_ + chunk.capacity_bytes() > options_.receive_queue_bytes) {
+      return;
+    }
+    chunk.Clear();
+    spare_bytes_ += chunk.capacity_bytes();
+    spares_.push_back(std::move(chunk));
+  }
+
+  void DropQueue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (DeliveredChunk& chunk : queue_) Recycle(std::move(chunk));
+    queue_.clear();
+    queued_bytes_ = 0;
   }
 
   // After the queue shrank, asks for more if receiving stopped for lack of room.
@@ -313,29 +359,29 @@ class ConsumerCore final : public SessionUser {
     loop_.cap.emplace(kj::mv(cap));
     // Acknowledgements the proxy may not have persisted go first: calls on one capability are
     // delivered in order, so the proxy has them before it answers a receive.
-    {
-      cairn::internal::MutexLock lock(mu_);
-      for (const AckRecord& record : unpersisted_) Resend(record);
-    }
+    for (const AckGroup& group : loop_.unpersisted) Send(group);
     SendAcks();
     StartPersistTimer();
     for (auto& waiter : std::exchange(loop_.waiting, {})) waiter->fulfill();
     ReceiveMore();
   }
 
-  // Sends `record` again (one of unpersisted_, which the caller walks with mu_ held).
-  void Resend(const AckRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (record.cumulative) {
+  // Sends `group` (one of loop_.unpersisted) in one call.
+  void Send(const AckGroup& group) {
+    if (group.cumulative) {
       auto request = loop_.cap->ackCumulativeRequest();
-      request.setPartition(record.partition);
-      request.setEnd(record.offset);
+      request.setPartition(group.partition);
+      request.setEnd(group.end);
       AddAckCall(request.send().ignoreResult());
-    } else {
-      auto request = loop_.cap->ackRequest();
-      request.setPartition(record.partition);
-      request.initOffsets(1).set(0, record.offset);
-      AddAckCall(request.send().ignoreResult());
+      return;
     }
+    auto request = loop_.cap->ackRequest();
+    request.setPartition(group.partition);
+    auto list = request.initOffsets(static_cast<unsigned>(group.offsets.size()));
+    for (size_t i = 0; i < group.offsets.size(); ++i) {
+      list.set(static_cast<unsigned>(i), group.offsets[i]);
+    }
+    AddAckCall(request.send().ignoreResult());
   }
 
   void AddAckCall(kj::Promise<void> call) {
@@ -354,7 +400,7 @@ class ConsumerCore final : public SessionUser {
     bool now = false;
     {
       cairn::internal::MutexLock lock(mu_);
-      now = unsent_.size() >= kAckBatch;
+      now = unsent_count_ >= kAckBatch;
     }
     if (now || loop_.tasks.get() == nullptr) return SendAcks();
     if (loop_.ack_timer_running) return;
@@ -365,43 +411,47 @@ class ConsumerCore final : public SessionUser {
     }));
   }
 
-  // Sends the acknowledgements made since the last call: one call per partition for the
-  // individual ones, one per cumulative one. Kept until persisted, to send again after a
-  // reconnect.
+  // Sends the acknowledgements made since the last call: one call per cumulative one, then one
+  // per partition for the individual ones. Kept (loop_.unpersisted) until persisted, to send
+  // again after a reconnect.
   void SendAcks() {
-    std::vector<AckRecord> sending;
+    const size_t first = loop_.unpersisted.size();
     {
       cairn::internal::MutexLock lock(mu_);
-      sending.swap(unsent_);
-      ack_timer_posted_ = false;
+      TakeUnsent();
+      // While the timer runs, it sends what comes next: an Ack need not wake this thread.
+      ack_timer_posted_ = loop_.ack_timer_running;
       ack_flush_posted_ = false;
-      for (AckRecord& record : sending) {
-        record.seq = ++ack_seq_;
-        unpersisted_.push_back(record);
-      }
     }
-    if (sending.empty()) return;
+    if (loop_.unpersisted.size() == first) return;
     if (loop_.cap.has_value()) {
-      std::map<uint32_t, std::vector<uint64_t>> individual;
-      for (const AckRecord& record : sending) {
-        if (!record.cumulative) {
-          individual[record.partition].push_back(record.offset);
-          continue;
-        }
-        auto request = loop_.cap->ackCumulativeRequest();
-        request.setPartition(record.partition);
-        request.setEnd(record.offset);
-        AddAckCall(request.send().ignoreResult());
-      }
-      for (auto& [partition, offsets] : individual) {
-        auto request = loop_.cap->ackRequest();
-        request.setPartition(partition);
-        auto list = request.initOffsets(offsets.size());
-        for (size_t i = 0; i < offsets.size(); ++i) list.set(i, offsets[i]);
-        AddAckCall(request.send().ignoreResult());
-      }
+      for (size_t i = first; i < loop_.unpersisted.size(); ++i) Send(loop_.unpersisted[i]);
     }
     StartPersistTimer();
+  }
+
+  // Moves the acknowledgements made since the last SendAcks to loop_.unpersisted, numbered.
+  // The offset lists keep their capacity for the next ones.
+  void TakeUnsent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (const auto& [partition, end] : unsent_cumulative_) {
+      loop_.unpersisted.push_back({.seq = ++loop_.ack_seq,
+                                   .partition = partition,
+                                   .cumulative = true,
+                                   .end = end,
+                                   .offsets = {}});
+    }
+    for (uint32_t partition : unsent_partitions_) {
+      std::vector<uint64_t>& offsets = unsent_offsets_[partition];
+      loop_.unpersisted.push_back({.seq = ++loop_.ack_seq,
+                                   .partition = partition,
+                                   .cumulative = false,
+                                   .end = 0,
+                                   .offsets = offsets});
+      offsets.clear();
+    }
+    unsent_cumulative_.clear();
+    unsent_partitions_.clear();
+    unsent_count_ = 0;
   }
 
   void StartPersistTimer() {
@@ -412,9 +462,7 @@ class ConsumerCore final : public SessionUser {
       if (!loop_.cap.has_value()) return kj::Promise<void>(kj::READY_NOW);
       return PersistNow().then(
           [this] {
-            cairn::internal::MutexLock lock(mu_);
-            if (unpersisted_.empty()) return;
-            thread_.Post([this] { StartPersistTimer(); });
+            if (!loop_.unpersisted.empty()) StartPersistTimer();
           },
           [this, generation = client_.generation()](kj::Exception&& e) {
             client_.CheckLost(generation, e);
@@ -424,17 +472,19 @@ class ConsumerCore final : public SessionUser {
 
   // Asks the proxy to persist; once it has, forgets the acknowledgements sent before.
   kj::Promise<void> PersistNow() {
-    uint64_t upto = 0;
-    {
-      cairn::internal::MutexLock lock(mu_);
-      upto = ack_seq_;
-    }
+    const uint64_t upto = loop_.ack_seq;
     return loop_.cap->persistRequest().send().then([this, upto](auto) {
       cairn::internal::MutexLock lock(mu_);
-      while (!unpersisted_.empty() && unpersisted_.front().seq <= upto) {
-        const AckRecord& record = unpersisted_.front();
-        if (!record.cumulative) acked_[record.partition].erase(record.offset);
-        unpersisted_.pop_front();
+      while (!loop_.unpersisted.empty() && loop_.unpersisted.front().seq <= upto) {
+        AckGroup& group = loop_.unpersisted.front();
+        if (!group.cumulative) {
+          // Mostly in order already; in stretches, the offsets go a stretch at a time.
+          if (!std::is_sorted(group.offsets.begin(), group.offsets.end())) {
+            std::sort(group.offsets.begin(), group.offsets.end());
+          }
+          acked_[group.partition].erase_sorted(group.offsets);
+        }
+        loop_.unpersisted.pop_front();
       }
     });
   }
@@ -479,53 +529,92 @@ class ConsumerCore final : public SessionUser {
     }
   }
 
+  // Queues the messages of one receive() answer as one chunk.
   void Deliver(capnp::List<rpc::Delivery>::Reader deliveries) {
     if (deliveries.size() == 0) return;
-    std::vector<Message> messages;
+    // Verified first, so that the chunk has room made for all of them at once.
     absl::Status damaged;
+    std::vector<VerifiedDelivery>& verified = loop_.verified;
+    verified.clear();
+    size_t bytes = 0;
+    size_t entries = 0;
     for (rpc::Delivery::Reader delivery : deliveries) {
-      capnp::Data::Reader bytes = delivery.getBatch();
-      absl::StatusOr<BatchView> batch = BatchView::Parse(
-          std::span<const char>(reinterpret_cast<const char*>(bytes.begin()), bytes.size()));
+      absl::StatusOr<BatchView> batch = Verify(delivery);
       if (!batch.ok()) {
-        damaged = absl::DataLossError(absl::StrCat(
-            "topic ", topic_, " partition ", delivery.getPartition(), ": the batch at offset ",
-            delivery.getOffset(), " arrived damaged: ", batch.status().message()));
+        damaged = batch.status();
         continue;
       }
-      if (delivery.getPartition() >= partitions_) {
-        damaged = absl::InternalError(
-            absl::StrCat("the proxy delivered partition ", delivery.getPartition()));
-        continue;
-      }
-      std::vector<bool> skip(batch->entry_count(), false);
-      for (uint32_t index : delivery.getAcked()) {
-        if (index < skip.size()) skip[index] = true;
-      }
-      uint32_t index = 0;
-      for (const EntryView& entry : *batch) {
-        if (!skip[index]) {
-          Message message;
-          message.id = {delivery.getPartition(), delivery.getOffset() + index};
-          if (entry.key.has_value()) message.key.emplace(*entry.key);
-          message.value.assign(entry.value);
-          message.timestamp_us = entry.timestamp_us;
-          message.redelivered = delivery.getRedelivered();
-          messages.push_back(std::move(message));
-        }
-        ++index;
-      }
+      bytes += batch->size_bytes();
+      entries += batch->entry_count();
+      verified.push_back({delivery, *batch});
     }
+    DeliveredChunk chunk = std::move(loop_.spare);
+    loop_.spare.Clear();
+    chunk.Reserve(bytes, entries);
+    for (const VerifiedDelivery& one : verified) Append(one, chunk);
+    verified.clear();
     {
       cairn::internal::MutexLock lock(mu_);
-      for (Message& message : messages) {
-        if (Acked(message.id)) continue;  // acknowledged in this session already
-        queued_bytes_ += Size(message);
-        queue_.push_back(std::move(message));
-      }
+      Queue(std::move(chunk));
       if (!damaged.ok()) error_ = damaged;
+      // The next answer's chunk, taken now while the lock is held anyway.
+      if (!spares_.empty()) {
+        spare_bytes_ -= spares_.back().capacity_bytes();
+        loop_.spare = std::move(spares_.back());
+        spares_.pop_back();
+      }
     }
     arrived_.notify_all();
+  }
+
+  // Queues `chunk` without what was acknowledged in this session already (by a redelivery
+  // that came first, say).
+  void Queue(DeliveredChunk chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    // Per partition, the offsets from `bound` on are not acknowledged: no look-up for them.
+    uint32_t partition = partitions_;
+    uint64_t bound = 0;
+    chunk.DropIf([&](const MessageId& id) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      if (id.partition != partition) {
+        partition = id.partition;
+        bound = std::max(cumulative_end_[partition], acked_[partition].bound());
+      }
+      return id.offset < bound && Acked(id);
+    });
+    if (chunk.done()) return Recycle(std::move(chunk));
+    queued_bytes_ += chunk.queue_bytes();
+    queue_.push_back(std::move(chunk));
+  }
+
+  // One delivered batch, verified.
+  struct VerifiedDelivery {
+    rpc::Delivery::Reader delivery;
+    BatchView batch;
+  };
+
+  absl::StatusOr<BatchView> Verify(rpc::Delivery::Reader delivery) const {
+    capnp::Data::Reader bytes = delivery.getBatch();
+    absl::StatusOr<BatchView> batch = BatchView::Parse(
+        std::span<const char>(reinterpret_cast<const char*>(bytes.begin()), bytes.size()));
+    if (!batch.ok()) {
+      return absl::DataLossError(absl::StrCat(
+          "topic ", topic_, " partition ", delivery.getPartition(), ": the batch at offset ",
+          delivery.getOffset(), " arrived damaged: ", batch.status().message()));
+    }
+    if (delivery.getPartition() >= partitions_) {
+      return absl::InternalError(
+          absl::StrCat("the proxy delivered partition ", delivery.getPartition()));
+    }
+    return batch;
+  }
+
+  // Appends the messages of `one` to `chunk`, but those the proxy knows acknowledged.
+  void Append(const VerifiedDelivery& one, DeliveredChunk& chunk) {
+    std::vector<uint32_t>& skip = loop_.skip;  // ascending; mostly empty
+    skip.clear();
+    for (uint32_t index : one.delivery.getAcked()) skip.push_back(index);
+    if (!std::is_sorted(skip.begin(), skip.end())) std::sort(skip.begin(), skip.end());
+    chunk.Append(one.delivery.getPartition(), one.delivery.getOffset(),
+                 one.delivery.getRedelivered(), one.batch, skip);
   }
 
   ClientConnection& client_;
@@ -534,23 +623,33 @@ class ConsumerCore final : public SessionUser {
   const ConsumerOptions options_;
   const uint32_t partitions_;
 
-  // What the application's threads and the network thread share.
-  cairn::internal::Mutex mu_;
-  std::condition_variable arrived_;  // with mu_: queue_ grew, error_ set, or closed_
-  std::deque<Message> queue_ ABSL_GUARDED_BY(mu_);
-  uint64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  bool starved_ ABSL_GUARDED_BY(mu_) = false;  // receiving stopped for lack of room
-  absl::Status error_ ABSL_GUARDED_BY(mu_);    // returned by the next Receive
+  // What the application's threads and the network thread share, under mu_: a ShortLock
+  // (src/util/short_lock.h): the application takes it twice per message (Receive, Ack), the
+  // network thread about once per answer, and std::mutex's unlock, an atomic exchange, would
+  // wait each time for the stores of the critical section to drain.
+  cairn::internal::ShortLock mu_;
+  // With mu_: queue_ grew, error_ set, or closed_. condition_variable_any waits on any lock;
+  // only a Receive that found the queue empty waits, and only a delivery or an error notifies.
+  std::condition_variable_any arrived_;
+  std::deque<DeliveredChunk> queue_ ABSL_GUARDED_BY(mu_);    // none empty
+  std::vector<DeliveredChunk> spares_ ABSL_GUARDED_BY(mu_);  // emptied, kept for reuse
+  size_t spare_bytes_ ABSL_GUARDED_BY(mu_) = 0;              // their capacity_bytes()
+  uint64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // of queue_: receive_queue_bytes' measure
+  bool starved_ ABSL_GUARDED_BY(mu_) = false;       // receiving stopped for lack of room
+  absl::Status error_ ABSL_GUARDED_BY(mu_);         // returned by the next Receive
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool down_ ABSL_GUARDED_BY(mu_) = false;  // the client gave up reconnecting
-  // Acknowledgements: made and not sent; sent and not known persisted (in order); the individual
-  // ones among both, and per partition the cumulative end so far (what this session will not
-  // deliver again).
-  std::vector<AckRecord> unsent_ ABSL_GUARDED_BY(mu_);
-  std::deque<AckRecord> unpersisted_ ABSL_GUARDED_BY(mu_);
+  // Acknowledgements made and not sent: the individual ones per partition (and the partitions
+  // that have some, in order), the cumulative ones (partition, end), and how many in all. Those
+  // sent and not known persisted are loop_.unpersisted. The individual ones among both, and per
+  // partition the cumulative end so far: what this session will not deliver again.
+  std::vector<std::vector<uint64_t>> unsent_offsets_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint32_t> unsent_partitions_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<uint32_t, uint64_t>> unsent_cumulative_ ABSL_GUARDED_BY(mu_);
+  size_t unsent_count_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<OffsetRuns> acked_ ABSL_GUARDED_BY(mu_);  // per partition
   std::vector<uint64_t> cumulative_end_ ABSL_GUARDED_BY(mu_);
-  uint64_t ack_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  // A send of the acknowledgements is posted or the timer that sends them runs.
   bool ack_timer_posted_ ABSL_GUARDED_BY(mu_) = false;
   bool ack_flush_posted_ ABSL_GUARDED_BY(mu_) = false;
 
@@ -563,6 +662,13 @@ class ConsumerCore final : public SessionUser {
     int credits = 0;                           // receive() calls in flight
     bool ack_timer_running = false;
     bool persist_timer_running = false;
+    // Acknowledgements sent and not known persisted, in order, numbered by ack_seq.
+    std::deque<AckGroup> unpersisted;
+    uint64_t ack_seq = 0;
+    DeliveredChunk spare;  // for the next answer
+    // Deliver's scratch.
+    std::vector<VerifiedDelivery> verified;
+    std::vector<uint32_t> skip;
     std::vector<kj::Own<kj::PromiseFulfiller<void>>> waiting;  // for a subscription
   };
   LoopState loop_;
@@ -576,6 +682,9 @@ class ConsumerImpl final : public Consumer {
   }
   absl::StatusOr<std::optional<Message>> Receive(std::chrono::microseconds wait) override {
     return core_->Receive(wait);
+  }
+  absl::StatusOr<bool> Receive(Message& into, std::chrono::microseconds wait) override {
+    return core_->Receive(into, wait);
   }
   absl::Status Ack(const MessageId& id) override { return core_->Ack(id); }
   absl::Status AckCumulative(const MessageId& id) override { return core_->AckCumulative(id); }
@@ -642,3 +751,16 @@ absl::StatusOr<std::unique_ptr<Consumer>> OpenConsumer(ClientConnection& connect
 }
 
 }  // namespace cairn::net::internal
+
+namespace cairn::net {
+
+// For implementations of Consumer that have only the other Receive.
+absl::StatusOr<bool> Consumer::Receive(Message& into, std::chrono::microseconds wait) {
+  absl::StatusOr<std::optional<Message>> message = Receive(wait);
+  if (!message.ok()) return message.status();
+  if (!message->has_value()) return false;
+  into = **std::move(message);
+  return true;
+}
+
+}  // namespace cairn::net

@@ -187,6 +187,12 @@ class Consumer {
   // (kDataLoss), a failed acknowledgement, or kUnavailable when reconnecting failed (the next
   // call tries again).
   virtual absl::StatusOr<std::optional<Message>> Receive(std::chrono::microseconds wait) = 0;
+  // As Receive above, into a Message of the caller's: true if a message was written to `into`,
+  // false if none arrived in time (`into` is then left as it was, and so after an error). The
+  // key and value are assigned, not replaced, so a Message reused across calls keeps their
+  // capacity: a loop that receives into one Message allocates nothing per message
+  // (docs/proxy.md, "The client library"), where Receive above makes a new value string for each.
+  virtual absl::StatusOr<bool> Receive(Message& into, std::chrono::microseconds wait);
   // Acknowledgements are coalesced: they go to the proxy within a few milliseconds, several per
   // call. These return at once; a failure shows in Receive or Persist.
   virtual absl::Status Ack(const MessageId& id) = 0;
