@@ -317,6 +317,37 @@ TEST_CASE("remote ledgers: pipelined appends complete in order", "[net][concurre
   CHECK((*writer)->last_add_confirmed() == 8 * kBatches - 1);
 }
 
+TEST_CASE("remote ledgers: a seal right after pipelined appends seals after every one of them",
+          "[net][concurrency]") {
+  // Appends reach the network thread by posts, without waiting; Seal must not overtake them.
+  ServedStore node;
+  std::unique_ptr<RemoteLedgerSet> ledgers = node.Connect();
+  absl::StatusOr<uint64_t> id = ledgers->CreateLedger();
+  REQUIRE(id.ok());
+  absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = ledgers->OpenWriter(*id);
+  REQUIRE(writer.ok());
+  constexpr uint64_t kBatches = 500;
+  std::atomic<uint64_t> acknowledged{0};
+  BatchBuilder builder;
+  for (uint64_t b = 0; b < kBatches; ++b) {
+    builder.Reset();
+    REQUIRE(builder.Add({.key = std::nullopt, .value = "v" + std::to_string(b)}).ok());
+    (*writer)->AppendAsync(builder, [&](absl::StatusOr<AppendResult> result) {
+      if (result.ok()) acknowledged++;
+    });
+  }
+  absl::StatusOr<uint64_t> sealed = (*writer)->Seal();
+  REQUIRE(sealed.ok());
+  CHECK(*sealed == kBatches - 1);
+  CHECK(acknowledged == kBatches);
+  // The sealed ledger holds every batch, in append order.
+  const std::vector<std::string> values = ReadAll(*ledgers, *id);
+  REQUIRE(values.size() == kBatches);
+  for (uint64_t b = 0; b < kBatches; ++b) {
+    if (values[b] != "v" + std::to_string(b)) FAIL("entry " << b << " holds " << values[b]);
+  }
+}
+
 TEST_CASE("remote ledgers: one read returns at most kMaxReadBytes beyond one batch", "[net]") {
   // One segment: a read does not stop at its end.
   ServedStore node({.segment_bytes = uint64_t{64} << 20});
