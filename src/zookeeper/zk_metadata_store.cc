@@ -7,6 +7,7 @@
 // off for longer than the session timeout) the next call simply starts a new session, and every
 // watch is refreshed on it. Calls hold a reference to the connection they use, so replacing it
 // never pulls it from under one.
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -89,7 +90,21 @@ class ZooKeeperMetadataStore final : public MetadataStore {
     }
     const auto deadline = Deadline();
     CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<ZkConnection> connection, Connection(deadline));
-    return ZkPut(At(*connection, deadline), key, value, expected_version, 0, 0);
+    // The hint of this store's last write of the key: a writer that goes on from the version it
+    // got back (a cursor, a stream's record) needs one round trip, not two.
+    internal::ZkWriteHint hint;
+    {
+      MutexLock lock(hints_mu_);
+      if (auto it = hints_.find(key); it != hints_.end()) hint = it->second;
+    }
+    absl::StatusOr<uint64_t> put =
+        ZkPut(At(*connection, deadline), key, value, expected_version, 0, 0, &hint);
+    if (put.ok()) {
+      MutexLock lock(hints_mu_);
+      if (hints_.size() >= kMaxHints) hints_.clear();  // Bounded; a miss costs one read.
+      hints_.insert_or_assign(std::string(key), hint);
+    }
+    return put;
   }
 
   absl::Status Delete(std::string_view key, uint64_t expected_version) override {
@@ -191,6 +206,9 @@ class ZooKeeperMetadataStore final : public MetadataStore {
   bool started_ = false;  // reconnect_mu_'s: a session was started before.
   Mutex mu_;
   std::shared_ptr<ZkConnection> connection_ ABSL_GUARDED_BY(mu_);
+  static constexpr size_t kMaxHints = 4096;
+  Mutex hints_mu_;
+  std::map<std::string, ZkWriteHint, std::less<>> hints_ ABSL_GUARDED_BY(hints_mu_);
 };
 
 }  // namespace

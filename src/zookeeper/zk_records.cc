@@ -89,9 +89,29 @@ absl::StatusOr<VersionedValue> ZkGet(const ZkRecords& at, std::string_view key) 
 }
 
 absl::StatusOr<uint64_t> ZkPut(const ZkRecords& at, std::string_view key, std::string_view value,
-                               uint64_t expected_version, int create_flags, int64_t owner) {
+                               uint64_t expected_version, int create_flags, int64_t owner,
+                               ZkWriteHint* hint) {
   const ZkKeyPath path = ZkPathOfKey(at.root, key);
   const std::string what = absl::StrCat("writing metadata key ", QuotedKey(key));
+  if (hint != nullptr && expected_version != kNewKey && hint->version == expected_version &&
+      owner == 0) {
+    // The same checks as below, on the counters the hint remembers: if they still hold, no leaf
+    // was created under the parent since (so this is the incarnation written then), and the leaf
+    // is at the state that write left, whose mzxid is the expected version.
+    if (absl::Status ready = ReadyToWrite(at, key); !ready.ok()) return ready;
+    const std::vector<ZkOp> ops = {ZkOp::Check(path.parent, hint->parent_version),
+                                   ZkOp::SetData(path.leaf, std::string(value), hint->leaf_version)};
+    std::vector<ZkOpResult> results;
+    const int rc = at.connection.Multi(ops, at.deadline, &results);
+    if (rc == ZOK) {
+      *hint = ZkWriteHint{.version = VersionOf(results[1].stat),
+                          .leaf_version = results[1].stat.version,
+                          .parent_version = hint->parent_version};
+      return hint->version;
+    }
+    if (rc != ZBADVERSION && rc != ZNONODE) return ZkError(rc, what, /*write=*/true);
+    // Stale: read, and decide on what is there now.
+  }
   while (true) {
     if (ZkClock::now() >= at.deadline) return ZkError(kZkDeadline, what, /*write=*/true);
     if (absl::Status ready = ReadyToWrite(at, key); !ready.ok()) return ready;
@@ -100,7 +120,15 @@ absl::StatusOr<uint64_t> ZkPut(const ZkRecords& at, std::string_view key, std::s
       const std::vector<ZkOp> ops = {ZkOp::Create(path.leaf, std::string(value), create_flags),
                                      ZkOp::SetData(path.parent, "", -1)};
       const int rc = at.connection.Multi(ops, at.deadline, &results);
-      if (rc == ZOK) return VersionOf(results[1].stat);
+      if (rc == ZOK) {
+        // One transaction: the leaf's mzxid is the parent's.
+        if (hint != nullptr) {
+          *hint = ZkWriteHint{.version = VersionOf(results[1].stat),
+                              .leaf_version = 0,
+                              .parent_version = results[1].stat.version};
+        }
+        return VersionOf(results[1].stat);
+      }
       if (rc == ZNONODE) {
         // The key's directories do not exist yet; nothing was written.
         if (absl::Status made = EnsureDirectories(at, path.directories); !made.ok()) return made;
@@ -142,7 +170,14 @@ absl::StatusOr<uint64_t> ZkPut(const ZkRecords& at, std::string_view key, std::s
         ZkOp::Check(path.parent, parent.stat.version),
         ZkOp::SetData(path.leaf, std::string(value), leaf.stat.version)};
     const int rc = at.connection.Multi(ops, at.deadline, &results);
-    if (rc == ZOK) return VersionOf(results[1].stat);
+    if (rc == ZOK) {
+      if (hint != nullptr) {
+        *hint = ZkWriteHint{.version = VersionOf(results[1].stat),
+                            .leaf_version = results[1].stat.version,
+                            .parent_version = parent.stat.version};
+      }
+      return VersionOf(results[1].stat);
+    }
     // Something changed between the reads and the write (a sibling created, or the leaf itself):
     // read again, which reports a real mismatch.
     if (rc == ZBADVERSION || rc == ZNONODE) continue;

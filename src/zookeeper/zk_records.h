@@ -47,10 +47,22 @@ struct ZkRecords {
 
 absl::StatusOr<VersionedValue> ZkGet(const ZkRecords& at, std::string_view key);
 
+// What a writer saw of a key after its last write: enough to make the next compare-and-swap on
+// the version that write returned without reading first (one round trip instead of two). The
+// transaction still checks the parent's and the leaf's counters, so a stale hint only costs the
+// read it meant to save: the write then fails, and the full path runs.
+struct ZkWriteHint {
+  uint64_t version = 0;      // the leaf's mzxid after the write
+  int leaf_version = 0;      // the leaf's own counter then
+  int parent_version = 0;    // the parent's counter then
+};
+
 // create_flags: ZOO_EPHEMERAL for a session's records. owner != 0: an update must find an
 // ephemeral node of that session (kFailedPrecondition otherwise).
+// `hint` (may be null): used if it is for `expected_version`, and updated after a success.
 absl::StatusOr<uint64_t> ZkPut(const ZkRecords& at, std::string_view key, std::string_view value,
-                               uint64_t expected_version, int create_flags, int64_t owner);
+                               uint64_t expected_version, int create_flags, int64_t owner,
+                               ZkWriteHint* hint = nullptr);
 
 absl::Status ZkDelete(const ZkRecords& at, std::string_view key, uint64_t expected_version);
 

@@ -40,6 +40,11 @@ T Unwrap(absl::StatusOr<T> value) {
   return std::move(*value);
 }
 
+void RequireOkStatus(const absl::Status& status) {
+  INFO(status.ToString());
+  REQUIRE(status.ok());
+}
+
 template <typename T>
 StatusCode CodeOf(const absl::StatusOr<T>& value) {
   return value.status().code();
@@ -95,6 +100,35 @@ TEST_CASE("zookeeper: keys are nodes of a tree, escaped", "[zookeeper]") {
   // Nodes that the layout never writes are not keys: List ignores them.
   REQUIRE(raw->Create("/cairn/layout/kv/cursors/not=ours", "", 0, deadline) == ZOK);
   CHECK(Unwrap(store->List("cursors/")) == std::vector<std::string>{"cursors/orders/sub-1"});
+}
+
+TEST_CASE("zookeeper: a writer's remembered versions never let a stale compare-and-swap through",
+          "[zookeeper]") {
+  if (!testing::RequireZooKeeper()) return;
+  testing::ZooKeeperEnsemble zk(1);
+  auto a = Unwrap(OpenZooKeeperMetadataStore(OptionsFor(zk.servers(), "/cairn/hints")));
+  auto b = Unwrap(OpenZooKeeperMetadataStore(OptionsFor(zk.servers(), "/cairn/hints")));
+  // `a` remembers its own writes; `b` changes the key behind its back in every way.
+  uint64_t v = Unwrap(a->Put("dir/k", "a1", kNewKey));
+  v = Unwrap(a->Put("dir/k", "a2", v));  // One round trip, on what `a` remembers.
+  const uint64_t by_b = Unwrap(b->Put("dir/k", "b1", v));
+  CHECK(CodeOf(a->Put("dir/k", "stale", v)) == StatusCode::kAborted);
+  CHECK(Unwrap(a->Get("dir/k")).value == "b1");
+  v = Unwrap(a->Put("dir/k", "a3", by_b));
+  // Deleted and created again by `b`: the new incarnation's counter starts over, and `a`'s
+  // remembered counters would match it; the parent's check catches it.
+  Unwrap(a->Put("dir/k", "a4", v));
+  const uint64_t a4 = Unwrap(a->Get("dir/k")).version;
+  RequireOkStatus(b->Delete("dir/k", a4));
+  Unwrap(b->Put("dir/k", "b-new", kNewKey));
+  const uint64_t b_new = Unwrap(b->Put("dir/k", "b-new2", Unwrap(b->Get("dir/k")).version));
+  (void)b_new;
+  CHECK(CodeOf(a->Put("dir/k", "stale", a4)) == StatusCode::kAborted);
+  CHECK(Unwrap(a->Get("dir/k")).value == "b-new2");
+  // Deleted by `b`, not created again.
+  RequireOkStatus(b->Delete("dir/k", Unwrap(b->Get("dir/k")).version));
+  CHECK(CodeOf(a->Put("dir/k", "stale", a4)) == StatusCode::kAborted);
+  CHECK(absl::IsNotFound(a->Get("dir/k").status()));
 }
 
 TEST_CASE("zookeeper: a session lost while the server is paused is reported and writes nothing "
@@ -239,17 +273,25 @@ TEST_CASE("zookeeper: a 3-server ensemble goes on when its leader is SIGKILLed",
   // Whichever server it is (the client may be connected to it), one of three goes.
   zk.Kill(leader);
 
-  // Every operation still succeeds within its deadline: a write waits for the client to be
-  // connected to a server of the new quorum, a read retries.
+  // The operations go on: a write waits for the client to be connected to a server of the new
+  // quorum, a read retries. A write cut off in flight (the server it went through dropped its
+  // clients when the leader went) is kUnavailable, applied or not: read which, and write again if
+  // not, as any client of the store must.
+  int cut_off = 0;
   for (int i = 1; i <= 20; ++i) {
-    absl::StatusOr<uint64_t> put = store->Put("counter", std::to_string(i), counter);
-    if (absl::IsUnavailable(put.status()) || absl::IsDeadlineExceeded(put.status())) {
-      // Cut off in flight: it may or may not have been applied. Read which.
-      const VersionedValue now = Unwrap(store->Get("counter"));
-      if (now.value == std::to_string(i)) put = now.version;
+    absl::StatusOr<uint64_t> put = absl::UnknownError("not tried");
+    for (int attempt = 0; attempt < 5 && !put.ok(); ++attempt) {
+      put = store->Put("counter", std::to_string(i), counter);
+      if (!put.ok()) {
+        // kAborted too: an earlier attempt may have landed after it was read for.
+        ++cut_off;
+        const VersionedValue now = Unwrap(store->Get("counter"));
+        if (now.value == std::to_string(i)) put = now.version;
+      }
     }
     counter = Unwrap(std::move(put));
   }
+  CHECK(cut_off <= 3);  // Only around the kill.
   CHECK(Unwrap(store->Get("counter")).value == "20");
   CHECK(Unwrap(store->List("nodes/stores/")) == std::vector<std::string>{"nodes/stores/s1"});
   CHECK(Unwrap(store->Get("nodes/stores/s1")).version == registered);
