@@ -108,11 +108,12 @@ class ZkSession final : public MetadataSession {
     UniqueLock lock(mu_);
     while (!stop_) {
       if (expired_ != 0) {
+        const bool expired = expired_ == ZOO_EXPIRED_SESSION_STATE;
         lock.unlock();
         Lose(absl::FailedPreconditionError(absl::StrCat(
             "metadata session 0x", absl::Hex(id_),
-            expired_ == ZOO_EXPIRED_SESSION_STATE ? " expired (ZooKeeper says so)"
-                                                  : " lost: ZooKeeper refused its authentication",
+            expired ? " expired (ZooKeeper says so)"
+                    : " lost: ZooKeeper refused its authentication",
             "; its ephemeral records are gone")));
         return;
       }
