@@ -81,22 +81,57 @@ int FreePort() {
 
 ZooKeeperEnsemble::ZooKeeperEnsemble(int size, int tick_ms) : tick_ms_(tick_ms) {
   servers_.resize(size);
-  for (int i = 0; i < size; ++i) {
-    Server& s = servers_[i];
-    s.client_port = FreePort();
-    if (size > 1) {
-      s.quorum_port = FreePort();
-      s.election_port = FreePort();
+  // A port found free may be taken by another test's server before this one binds it (tests run
+  // side by side): then this server exits, and the port answers for the other one. So each server
+  // must be seen serving from its own data directory; if one is not, all start again on new ports.
+  for (int attempt = 0;; ++attempt) {
+    for (int i = 0; i < size; ++i) {
+      Server& s = servers_[i];
+      s.client_port = FreePort();
+      if (size > 1) {
+        s.quorum_port = FreePort();
+        s.election_port = FreePort();
+      }
+      s.dir = temp_.path() + "/attempt-" + std::to_string(attempt) + "/server-" +
+              std::to_string(i + 1);
+      std::filesystem::create_directories(s.dir + "/data");
+      if (size > 1) std::ofstream(s.dir + "/data/myid") << (i + 1) << "\n";
     }
-    s.dir = temp_.path() + "/server-" + std::to_string(i + 1);
-    std::filesystem::create_directories(s.dir + "/data");
-    if (size > 1) std::ofstream(s.dir + "/data/myid") << (i + 1) << "\n";
+    for (int i = 0; i < size; ++i) {
+      WriteConfig(i);
+      Launch(i);
+    }
+    bool all = true;
+    for (int i = 0; i < size && all; ++i) all = WaitOwnServer(i, std::chrono::seconds(60));
+    if (all) return;
+    for (Server& s : servers_) {
+      if (s.pid == 0) continue;
+      ::kill(s.pid, SIGKILL);
+      int status = 0;
+      while (::waitpid(s.pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      s.pid = 0;
+    }
+    REQUIRE(attempt < 3);
   }
-  for (int i = 0; i < size; ++i) {
-    WriteConfig(i);
-    Launch(i);
+}
+
+bool ZooKeeperEnsemble::WaitOwnServer(int i, std::chrono::milliseconds timeout) {
+  Server& s = servers_[i];
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (::waitpid(s.pid, &status, WNOHANG) == s.pid) {
+      s.pid = 0;
+      return false;  // It exited: its port was taken, say.
+    }
+    if (Serving(i)) {
+      // "conf" names the data directory of the server that answers.
+      return FourLetters(s.client_port, "conf").find(s.dir + "/data") != std::string::npos;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  for (int i = 0; i < size; ++i) WaitServing(i);
+  return false;
 }
 
 ZooKeeperEnsemble::~ZooKeeperEnsemble() {
@@ -130,7 +165,7 @@ void ZooKeeperEnsemble::WriteConfig(int i) const {
          << "clientPort=" << s.client_port << "\n"
          << "clientPortAddress=127.0.0.1\n"
          << "admin.enableServer=false\n"
-         << "4lw.commands.whitelist=srvr,ruok,stat\n"
+         << "4lw.commands.whitelist=srvr,ruok,stat,conf\n"
          // Quick expiry checks and short elections: a test waits for them.
          << "maxSessionTimeout=" << 20 * tick_ms_ << "\n";
   if (size() > 1) {
@@ -234,7 +269,7 @@ void ZooKeeperEnsemble::Resume(int i) {
 void ZooKeeperEnsemble::Start(int i) {
   REQUIRE(servers_[i].pid == 0);
   Launch(i);
-  WaitServing(i);
+  REQUIRE(WaitOwnServer(i, std::chrono::seconds(60)));
 }
 
 }  // namespace cairn::testing

@@ -61,6 +61,9 @@ class ZooKeeperEnsemble {
   };
   void WriteConfig(int i) const;
   void Launch(int i);
+  // Waits until server i serves from its own data directory; false if it exits or the time
+  // passes.
+  bool WaitOwnServer(int i, std::chrono::milliseconds timeout);
 
   TempDir temp_;
   int tick_ms_;
