@@ -13,6 +13,8 @@ packages=(
   libabsl-dev liburing-dev libxxhash-dev
   capnproto libcapnp-dev
   catch2 libbenchmark-dev
+  libzookeeper-mt-dev  # the ZooKeeper metadata store's client (cairn::zookeeper)
+  zookeeper            # the server its tests start (with a Java runtime)
 )
 for arg in "$@"; do
   case "$arg" in

@@ -2,10 +2,10 @@
 //
 // A small compare-and-swap metadata store with versioned keys: where streams keep their ledger
 // lists, cursors and ownership. One machine uses the embedded store below, durable on local disk;
-// a cluster uses a coordination service behind the same interface.
+// a cluster uses ZooKeeper behind the same interface (cairn/zookeeper_metadata.h).
 //
-// docs/metadata.md describes the embedded store's design; src/metadata/metadata_format.h is the
-// byte-level reference of its files.
+// docs/metadata.md describes both backends; src/metadata/metadata_format.h is the byte-level
+// reference of the embedded store's files.
 #pragma once
 
 #include <cstddef>
@@ -19,10 +19,12 @@
 #include "absl/status/statusor.h"
 #include "cairn/io.h"
 #include "cairn/log.h"
+#include "cairn/metadata_coordination.h"
 
 namespace cairn {
 
-// Limits, checked before anything is allocated or written.
+// Limits, checked before anything is allocated or written. A backend may accept less
+// (MetadataStore::max_value_bytes()): ZooKeeper's packets are limited to about 1 MB.
 inline constexpr size_t kMaxMetadataKeyBytes = 1024;
 inline constexpr size_t kMaxMetadataValueBytes = size_t{4} << 20;
 
@@ -35,8 +37,9 @@ struct VersionedValue {
   uint64_t version = 0;
 };
 
-// Thread-safe. Versions are store-wide revisions: every successful Put/Delete takes the next one,
-// so a key deleted and created again never reuses a version (no ABA).
+// Thread-safe. Versions are store-wide revisions: every successful Put/Delete takes a version
+// above every one handed out before (the embedded store: the next integer; ZooKeeper: the
+// transaction id, with gaps), so a key deleted and created again never reuses a version (no ABA).
 //
 // Reads see only what is durable: a Get never returns a value whose Put has not yet been made
 // durable, so a value once read survives a crash.
@@ -70,6 +73,20 @@ class MetadataStore {
 
   // Keys starting with `prefix`, ascending (bytewise).
   virtual absl::StatusOr<std::vector<std::string>> List(std::string_view prefix) = 0;
+
+  // The largest value a Put accepts: kMaxMetadataValueBytes unless the backend has a lower limit.
+  virtual size_t max_value_bytes() const;
+
+  // Calls `callback` when the key (kKey) or any key under the prefix (kPrefix) changes; see
+  // cairn/metadata_coordination.h. kUnimplemented where the backend has no watches.
+  virtual absl::StatusOr<std::unique_ptr<MetadataWatch>> Watch(std::string_view key_or_prefix,
+                                                               WatchScope scope,
+                                                               WatchCallback callback);
+
+  // Opens a session for ephemeral records (cairn/metadata_coordination.h). kUnimplemented where
+  // the backend has no sessions. Destroy sessions before their store.
+  virtual absl::StatusOr<std::unique_ptr<MetadataSession>> OpenSession(
+      const MetadataSessionOptions& options);
 };
 
 struct LocalMetadataOptions {

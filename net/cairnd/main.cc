@@ -5,11 +5,13 @@
 // (net/schema/proxy.capnp) from a store and metadata in the same process. See docs/network.md.
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +27,8 @@
 #include "cairn/store.h"
 #include "kj/async-io.h"
 #include "kj/async-unix.h"
+#include "net/cluster/cluster_metadata.h"
+#include "net/cluster/node_registry.h"
 #include "net/event_loop.h"
 #include "net/metrics/metrics.h"
 #include "net/net_status.h"
@@ -48,7 +52,16 @@ ABSL_FLAG(std::string, metadata_dir, "",
 ABSL_FLAG(std::string, store, "",
           "proxy: host:port of the store node whose ledgers the proxy writes (required)");
 ABSL_FLAG(std::string, metadata, "",
-          "proxy: host:port of the store node serving the metadata service; empty: --store");
+          "proxy: where the metadata is: host:port of the store node serving the metadata "
+          "service (empty: --store), or zk://host:port[,host:port...][/root] for a ZooKeeper "
+          "ensemble (root /cairn by default), where the proxy also registers itself and finds the "
+          "registered store nodes; store: zk://... to register the node there");
+ABSL_FLAG(uint32_t, session_timeout_ms, 10000,
+          "store and proxy with --metadata zk://...: the ZooKeeper session timeout of the node's "
+          "registration (the ensemble bounds it, 20 ticks by default): a node cut off for this "
+          "long is dropped from the registry");
+ABSL_FLAG(std::string, rack, "",
+          "store with --metadata zk://...: the rack (or zone) the node registers with");
 ABSL_FLAG(std::string, metrics_listen, "",
           "address of the HTTP endpoint serving GET /metrics (Prometheus text format), "
           "host:port (default 127.0.0.1:7011 for store, 127.0.0.1:7021 for standalone and "
@@ -92,16 +105,24 @@ constexpr char kUsage[] =
     "                              [--durability sync|async] [--metadata-dir M|none]\n"
     "                              [--metrics-listen 127.0.0.1:7011] [--nosync-file-system]\n"
     "                              [--async-sync-interval-ms MS]\n"
+    "                              [--metadata zk://HOST:PORT[,HOST:PORT...][/ROOT]\n"
+    "                               [--session-timeout-ms MS] [--rack RACK]]\n"
     "  standalone   a proxy, its store and its metadata in one process, for one machine:\n"
     "                 cairnd standalone --data-dir D [--listen 127.0.0.1:7020]\n"
     "                              [--journal-dir J] [--durability sync|async]\n"
     "                              [--metrics-listen 127.0.0.1:7021] [--nosync-file-system]\n"
     "                              [--async-sync-interval-ms MS] [--dedup-window-mib N]\n"
-    "  proxy        a stateless proxy in front of a store node, which also serves its metadata:\n"
-    "                 cairnd proxy --store HOST:PORT [--metadata HOST:PORT]\n"
+    "  proxy        a stateless proxy in front of a store node, its metadata on that node (or\n"
+    "               another) or in a ZooKeeper ensemble:\n"
+    "                 cairnd proxy --store HOST:PORT\n"
+    "                              [--metadata HOST:PORT|zk://HOST:PORT[,HOST:PORT...][/ROOT]]\n"
+    "                              [--session-timeout-ms MS]\n"
     "                              [--listen 127.0.0.1:7020] [--metrics-listen 127.0.0.1:7021]\n"
     "                              [--dedup-window-mib N]\n"
     "\n"
+    "With --metadata zk://..., store nodes and proxies register themselves in the ZooKeeper\n"
+    "ensemble (ephemeral records under nodes/stores/ and nodes/proxies/), and a proxy keeps its\n"
+    "topics' metadata there; standalone keeps its embedded metadata store.\n"
     "Flags may be spelled with dashes or underscores (--data-dir, --data_dir).\n"
     "SIGTERM or SIGINT stops the daemon cleanly: it stops accepting connections, finishes the\n"
     "appends already handed to the store, closes the store and exits with status 0.";
@@ -158,7 +179,8 @@ template <typename Server>
 void ServeUntilSignal(kj::AsyncIoContext& io, Server& server, const std::string& what,
                       const std::string& listen, uint16_t default_port, MetricsRegistry& registry,
                       const std::string& metrics_listen, uint16_t default_metrics_port,
-                      const LogFunction& log, const std::string& detail) {
+                      const LogFunction& log, const std::string& detail,
+                      const std::function<void(uint16_t port)>& on_listening = {}) {
   auto listen_on = [&](const std::string& address, uint16_t port) {
     return io.provider->getNetwork()
         .parseAddress(kj::StringPtr(address.c_str()), port)
@@ -179,6 +201,7 @@ void ServeUntilSignal(kj::AsyncIoContext& io, Server& server, const std::string&
   server.Listen(*listener);
   log(LogLevel::kInfo,
       absl::StrCat(what, " listening on ", host(listen), ":", listener->getPort(), " ", detail));
+  if (on_listening) on_listening(static_cast<uint16_t>(listener->getPort()));
   siginfo_t signal = io.unixEventPort.onSignal(SIGTERM)
                          .exclusiveJoin(io.unixEventPort.onSignal(SIGINT))
                          .wait(io.waitScope);
@@ -198,6 +221,39 @@ uint64_t DedupWindowBytes() {
     return 0;
   }
   return mib << 20;
+}
+
+std::chrono::milliseconds SessionTimeout() {
+  return std::chrono::milliseconds(absl::GetFlag(FLAGS_session_timeout_ms));
+}
+
+// Opens the cluster's ZooKeeper metadata from --metadata for `command`; null without the flag.
+absl::StatusOr<std::unique_ptr<MetadataStore>> ClusterMetadataFromFlags(const char* command,
+                                                                        const LogFunction& log) {
+  const std::string address = absl::GetFlag(FLAGS_metadata);
+  if (address.empty() || !IsZooKeeperAddress(address)) return nullptr;
+  if (absl::GetFlag(FLAGS_session_timeout_ms) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(command, ": --session-timeout-ms must be positive"));
+  }
+  return OpenClusterMetadata(address, SessionTimeout(), log);
+}
+
+// Keeps the node `address` registered under `prefix` with the free space of `data_dir` (none:
+// 0) and --rack, refreshed every 10 s (rounded to MiB, so that it is rewritten only when it moves).
+std::unique_ptr<NodeRegistration> RegisterNode(MetadataStore* cluster, std::string_view prefix,
+                                               const std::string& address,
+                                               const std::string& data_dir, const LogFunction& log) {
+  const std::string rack = absl::GetFlag(FLAGS_rack);
+  auto current = [address, data_dir, rack] {
+    uint64_t free_bytes = 0;
+    struct statvfs fs {};
+    if (!data_dir.empty() && ::statvfs(data_dir.c_str(), &fs) == 0) {
+      free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+    }
+    return NodeRecord{.address = address, .free_bytes = free_bytes >> 20 << 20, .rack = rack};
+  };
+  return std::make_unique<NodeRegistration>(cluster, std::string(prefix) + address, current,
+                                            SessionTimeout(), std::chrono::seconds(10), log);
 }
 
 int RunStore() {
@@ -234,6 +290,17 @@ int RunStore() {
     }
     metadata = *std::move(opened);
   }
+  // The cluster's ZooKeeper, where the node registers itself once it listens.
+  if (!absl::GetFlag(FLAGS_metadata).empty() && !IsZooKeeperAddress(absl::GetFlag(FLAGS_metadata))) {
+    (*store)->Close().IgnoreError();
+    return Fail("store: --metadata takes zk://host:port[,host:port...][/root] (see --help)");
+  }
+  absl::StatusOr<std::unique_ptr<MetadataStore>> cluster = ClusterMetadataFromFlags("store", log);
+  if (!cluster.ok()) {
+    (*store)->Close().IgnoreError();
+    return Fail(absl::StrCat("store: ", cluster.status().ToString()));
+  }
+  std::unique_ptr<NodeRegistration> registration;
 
   int exit_code = 0;
   {
@@ -259,7 +326,15 @@ int RunStore() {
           io, server, "store node", listen, kDefaultStorePort, registry, metrics_listen,
           kDefaultMetricsPort, log,
           absl::StrCat("(data dir ", data_dir, ", metadata ", metadata ? metadata_dir : "none",
-                       ", io engine ", (*store)->io_engine(), ")"));
+                       ", io engine ", (*store)->io_engine(), ")"),
+          [&](uint16_t port) {
+            if (*cluster == nullptr) return;
+            const std::string address =
+                absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
+            registration = RegisterNode(cluster->get(), kStoreNodeKeyPrefix, address, data_dir, log);
+          });
+      // Unregistered first: nothing is served any more.
+      registration.reset();
     });
     KJ_IF_MAYBE (exception, failure) {
       log(LogLevel::kError, ExceptionToStatus(*exception).ToString());
@@ -269,6 +344,8 @@ int RunStore() {
   }
   // After the server: its calls in progress have finished, and no connection is left to start
   // one.
+  registration.reset();
+  cluster->reset();
   metadata.reset();
   absl::Status closed = (*store)->Close();
   if (!closed.ok()) {
@@ -277,6 +354,21 @@ int RunStore() {
   }
   if (exit_code == 0) log(LogLevel::kInfo, "store closed");
   return exit_code;
+}
+
+// Logs the store nodes registered in the cluster's metadata, one line.
+void LogStoreNodes(MetadataStore& cluster, const LogFunction& log) {
+  absl::StatusOr<std::vector<NodeRecord>> nodes = ListStoreNodes(cluster, log);
+  if (!nodes.ok()) {
+    log(LogLevel::kWarning, absl::StrCat("listing the store nodes: ", nodes.status().ToString()));
+    return;
+  }
+  std::string line = absl::StrCat("registered store nodes: ", nodes->size());
+  for (const NodeRecord& node : *nodes) {
+    absl::StrAppend(&line, " | ", node.address, " rack '", node.rack, "' ",
+                    node.free_bytes >> 20, " MiB free");
+  }
+  log(LogLevel::kInfo, line);
 }
 
 // A proxy over store nodes: ledgers from --store, metadata from --metadata (the same node by
@@ -295,6 +387,11 @@ int RunProxy() {
   kj::UnixEventPort::captureSignal(SIGINT);
   LogFunction log = StderrLog();
 
+  // With --metadata zk://..., the topics' metadata and the node registry are in ZooKeeper, for
+  // the process's whole life (the store node's reconnections do not touch it).
+  absl::StatusOr<std::unique_ptr<MetadataStore>> cluster = ClusterMetadataFromFlags("proxy", log);
+  if (!cluster.ok()) return Fail(absl::StrCat("proxy: ", cluster.status().ToString()));
+
   // Declared before the event loop, so that they outlive it (see RunStore): what the loop still
   // holds when it is destroyed may hold streams, whose ledgers live in `ledgers`.
   std::unique_ptr<RemoteLedgerSet> ledgers;
@@ -309,7 +406,8 @@ int RunProxy() {
           absl::StrCat("connecting to store node ", store_address, ": ", l.status().message()));
     }
     absl::StatusOr<std::unique_ptr<MetadataStore>> m =
-        ConnectMetadataStore({.address = metadata_address, .log = log});
+        *cluster != nullptr ? BorrowMetadataStore(cluster->get())
+                            : ConnectMetadataStore({.address = metadata_address, .log = log});
     if (!m.ok()) {
       return absl::Status(m.status().code(),
                           absl::StrCat("connecting to the metadata service at ", metadata_address,
@@ -342,6 +440,21 @@ int RunProxy() {
     log(LogLevel::kInfo,
         absl::StrCat("proxy listening on ", host(listen), ":", listener->getPort(), " (store node ",
                      store_address, ", metadata ", metadata_address, ")"));
+    // In a cluster: the proxy registers itself, and follows the registered store nodes.
+    std::unique_ptr<NodeRegistration> registration;
+    std::unique_ptr<MetadataWatch> store_nodes;
+    if (*cluster != nullptr) {
+      registration = RegisterNode(cluster->get(), kProxyKeyPrefix,
+                                  absl::StrCat(host(listen), ":", listener->getPort()), "", log);
+      absl::StatusOr<std::unique_ptr<MetadataWatch>> watch = (*cluster)->Watch(
+          kStoreNodeKeyPrefix, WatchScope::kPrefix,
+          [&cluster, log](const std::vector<KeyVersion>&) { LogStoreNodes(**cluster, log); });
+      if (!watch.ok()) {
+        log(LogLevel::kWarning, absl::StrCat("cannot follow the store nodes: ", watch.status().ToString()));
+      } else {
+        store_nodes = *std::move(watch);
+      }
+    }
     auto signalled = kj::newPromiseAndFulfiller<void>();
     bool stopping = false;
     kj::Promise<void> watch_signal =
@@ -418,6 +531,7 @@ int RunProxy() {
   }
   metadata.reset();
   ledgers.reset();
+  cluster->reset();
   if (exit_code == 0) log(LogLevel::kInfo, "proxy closed");
   return exit_code;
 }

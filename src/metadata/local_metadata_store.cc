@@ -14,6 +14,11 @@
 // changed by the leader (holding `mu_`), which may therefore read it without `mu_`. The fields
 // `mu_` guards are declared ABSL_GUARDED_BY(mu_), which clang's -Wthread-safety checks; the
 // leader's reads without it go through LeaderState() and LeaderLastVersion().
+//
+// Watches and sessions: every applied group publishes its versions to the watches
+// (local_watches.h) under `mu_`. A session's ephemeral records are ordinary keys marked in
+// `owners_` (memory only) and logged with their own record kinds, so that a restart drops them
+// (metadata_format.h); a session deletes its records when it ends.
 #include <xxhash.h>
 
 #include <cassert>
@@ -34,6 +39,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cairn/metadata.h"
+#include "src/metadata/local_watches.h"
 #include "src/metadata/metadata_format.h"
 #include "src/util/mutex.h"
 #include "src/util/status_macros.h"
@@ -87,6 +93,17 @@ class LocalMetadataStore final : public MetadataStore {
                                uint64_t expected_version) override;
   absl::Status Delete(std::string_view key, uint64_t expected_version) override;
   absl::StatusOr<std::vector<std::string>> List(std::string_view prefix) override;
+  absl::StatusOr<std::unique_ptr<MetadataWatch>> Watch(std::string_view key_or_prefix,
+                                                       WatchScope scope,
+                                                       WatchCallback callback) override;
+  absl::StatusOr<std::unique_ptr<MetadataSession>> OpenSession(
+      const MetadataSessionOptions& options) override;
+
+  // A session's writes (LocalSession): an ephemeral record of `session`.
+  absl::StatusOr<uint64_t> PutEphemeral(uint64_t session, std::string_view key,
+                                        std::string_view value, uint64_t expected_version);
+  // Deletes every ephemeral record of `session`, which has ended.
+  void EndSession(uint64_t session) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // One Put or Delete waiting in the queue. Lives on its caller's stack; the leader completes it
@@ -96,6 +113,7 @@ class LocalMetadataStore final : public MetadataStore {
     std::string_view key;
     std::string_view value;
     uint64_t expected_version = 0;
+    uint64_t session = 0;  // A put of an ephemeral record of this session.
     absl::StatusOr<uint64_t> result = absl::UnknownError("not written");
     bool done = false;
     std::condition_variable wake;
@@ -139,6 +157,10 @@ class LocalMetadataStore final : public MetadataStore {
     return state_;
   }
   uint64_t LeaderLastVersion() const ABSL_NO_THREAD_SAFETY_ANALYSIS { return last_version_; }
+  const std::map<std::string, uint64_t, std::less<>>& LeaderOwners() const
+      ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return owners_;
+  }
 
   void Log(LogLevel level, std::string_view message) const {
     if (options_.log) options_.log(level, message);
@@ -166,6 +188,10 @@ class LocalMetadataStore final : public MetadataStore {
   std::deque<Writer*> writers_ ABSL_GUARDED_BY(mu_);
   bool leader_active_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status fail_stop_ ABSL_GUARDED_BY(mu_);  // Not OK once the store is read-only.
+  // The ephemeral records and their sessions; changed like state_.
+  std::map<std::string, uint64_t, std::less<>> owners_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
+  LocalWatches watches_;  // Last: its thread reads nothing of the store.
 };
 
 // ---- reads --------------------------------------------------------------------------------------
@@ -190,6 +216,81 @@ absl::StatusOr<std::vector<std::string>> LocalMetadataStore::List(std::string_vi
   return keys;
 }
 
+// ---- watches and sessions -----------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<MetadataWatch>> LocalMetadataStore::Watch(
+    std::string_view key_or_prefix, WatchScope scope, WatchCallback callback) {
+  if (scope == WatchScope::kKey) CAIRN_RETURN_IF_ERROR(CheckKey(key_or_prefix));
+  if (key_or_prefix.size() > kMaxMetadataKeyBytes) {
+    return absl::InvalidArgumentError("watched prefix is longer than any key can be");
+  }
+  if (!callback) return absl::InvalidArgumentError("a watch needs a callback");
+  // Under mu_: no commit publishes between the initial state and the registration.
+  MutexLock lock(mu_);
+  std::vector<KeyVersion> initial;
+  if (scope == WatchScope::kKey) {
+    auto it = state_.find(key_or_prefix);
+    initial.push_back(KeyVersion{.key = std::string(key_or_prefix),
+                                 .version = it == state_.end() ? 0 : it->second.version});
+  } else {
+    for (auto it = state_.lower_bound(key_or_prefix);
+         it != state_.end() && std::string_view(it->first).starts_with(key_or_prefix); ++it) {
+      initial.push_back(KeyVersion{.key = it->first, .version = it->second.version});
+    }
+  }
+  return watches_.Add(std::string(key_or_prefix), scope, std::move(callback), std::move(initial));
+}
+
+// A session of the embedded store lives as long as this object: the process is the owner, and a
+// crash ends it (recovery drops its records). It is never lost otherwise.
+class LocalSession final : public MetadataSession {
+ public:
+  LocalSession(LocalMetadataStore* store, uint64_t id) : store_(store), id_(id) {}
+  ~LocalSession() override { store_->EndSession(id_); }
+
+  absl::StatusOr<uint64_t> PutEphemeral(std::string_view key, std::string_view value,
+                                        uint64_t expected_version) override {
+    return store_->PutEphemeral(id_, key, value, expected_version);
+  }
+  absl::Status status() const override { return absl::OkStatus(); }
+
+ private:
+  LocalMetadataStore* const store_;
+  const uint64_t id_;
+};
+
+absl::StatusOr<std::unique_ptr<MetadataSession>> LocalMetadataStore::OpenSession(
+    const MetadataSessionOptions&) {
+  MutexLock lock(mu_);
+  return std::make_unique<LocalSession>(this, next_session_++);
+}
+
+void LocalMetadataStore::EndSession(uint64_t session) {
+  // Delete each record the session still owns, at the version it has now; a record that changes
+  // meanwhile (a concurrent update keeps it the session's) is looked up again.
+  while (true) {
+    std::vector<std::pair<std::string, uint64_t>> owned;
+    {
+      MutexLock lock(mu_);
+      for (const auto& [key, owner] : owners_) {
+        if (owner == session) owned.emplace_back(key, state_.at(key).version);
+      }
+    }
+    if (owned.empty()) return;
+    bool failed = false;
+    for (const auto& [key, version] : owned) {
+      const absl::Status deleted = Delete(key, version);
+      if (!deleted.ok() && !absl::IsAborted(deleted) && !absl::IsNotFound(deleted)) {
+        // The store is read-only: the records go at the next restart.
+        Log(LogLevel::kWarning, absl::StrCat("metadata store: ending a session: ",
+                                             deleted.ToString()));
+        failed = true;
+      }
+    }
+    if (failed) return;
+  }
+}
+
 // ---- writes -------------------------------------------------------------------------------------
 
 absl::StatusOr<uint64_t> LocalMetadataStore::Put(std::string_view key, std::string_view value,
@@ -205,6 +306,24 @@ absl::StatusOr<uint64_t> LocalMetadataStore::Put(std::string_view key, std::stri
   writer.key = key;
   writer.value = value;
   writer.expected_version = expected_version;
+  return Commit(writer);
+}
+
+absl::StatusOr<uint64_t> LocalMetadataStore::PutEphemeral(uint64_t session, std::string_view key,
+                                                          std::string_view value,
+                                                          uint64_t expected_version) {
+  CAIRN_RETURN_IF_ERROR(CheckKey(key));
+  if (value.size() > kMaxMetadataValueBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("metadata value of %d bytes for key %s is over the limit of %d",
+                        value.size(), Quoted(key), kMaxMetadataValueBytes));
+  }
+  Writer writer;
+  writer.kind = MutationKind::kPut;
+  writer.key = key;
+  writer.value = value;
+  writer.expected_version = expected_version;
+  writer.session = session;
   return Commit(writer);
 }
 
@@ -252,7 +371,9 @@ absl::StatusOr<uint64_t> LocalMetadataStore::Commit(Writer& writer) {
   // state the group's earlier mutations leave. Versions are handed out in the same order.
   std::vector<Writer*> group;
   std::vector<MutationView> mutations;           // Borrow the writers' keys and values.
+  std::vector<uint64_t> owners_after;            // Each mutation's session after it (0: none).
   std::map<std::string_view, uint64_t> pending;  // Key -> version after the group so far (0: gone).
+  std::map<std::string_view, uint64_t> pending_owners;  // Key -> its session after it (0: none).
   std::string records;
   uint64_t version = last_version_;
   while (!writers_.empty() && group.size() < kMaxGroupCommitWriters) {
@@ -266,25 +387,41 @@ absl::StatusOr<uint64_t> LocalMetadataStore::Commit(Writer& writer) {
       continue;
     }
     uint64_t current = 0;
+    uint64_t owner = 0;
     if (auto p = pending.find(next->key); p != pending.end()) {
       current = p->second;
+      owner = pending_owners[next->key];
     } else if (auto s = state_.find(next->key); s != state_.end()) {
       current = s->second.version;
+      if (auto o = owners_.find(next->key); o != owners_.end()) owner = o->second;
     }
     if (absl::Status expected = CheckExpected(*next, current); !expected.ok()) {
       next->result = std::move(expected);
       continue;
     }
+    if (next->session != 0 && current != 0 && owner != next->session) {
+      next->result = absl::FailedPreconditionError(absl::StrCat(
+          "metadata key ", Quoted(next->key), " is not an ephemeral record of this session"));
+      continue;
+    }
+    // An ephemeral record stays one when anyone updates it, as a ZooKeeper node does.
+    const uint64_t owner_after =
+        next->kind == MutationKind::kDelete ? 0 : (next->session != 0 ? next->session : owner);
+    MutationKind kind = next->kind;
+    if (owner != 0 && kind == MutationKind::kDelete) kind = MutationKind::kDeleteEphemeral;
+    if (owner_after != 0 && kind == MutationKind::kPut) kind = MutationKind::kPutEphemeral;
     if (version == UINT64_MAX) {
       next->result = absl::ResourceExhaustedError("metadata store: every version has been used");
       continue;
     }
     ++version;
     const MutationView mutation{
-        .kind = next->kind, .version = version, .key = next->key, .value = next->value};
+        .kind = kind, .version = version, .key = next->key, .value = next->value};
     AppendMetadataRecord(log_salt_, mutation, records);
     mutations.push_back(mutation);
+    owners_after.push_back(owner_after);
     pending[next->key] = next->kind == MutationKind::kPut ? version : 0;
+    pending_owners[next->key] = owner_after;
     next->result = version;
   }
 
@@ -296,18 +433,29 @@ absl::StatusOr<uint64_t> LocalMetadataStore::Commit(Writer& writer) {
 
   if (written.ok()) {
     // Durable now, so visible now: reads never see what a crash could take back.
-    for (const MutationView& m : mutations) {
-      if (m.kind == MutationKind::kPut) {
+    std::vector<KeyVersion> changes;
+    changes.reserve(mutations.size());
+    for (size_t i = 0; i < mutations.size(); ++i) {
+      const MutationView& m = mutations[i];
+      if (!IsDelete(m.kind)) {
         VersionedValue& value = state_.try_emplace(std::string(m.key)).first->second;
         value.value.assign(m.value);
         value.version = m.version;
+        changes.push_back(KeyVersion{.key = std::string(m.key), .version = m.version});
       } else {
         auto it = state_.find(m.key);
         assert(it != state_.end());  // The delete was decided against this state.
         state_.erase(it);
+        changes.push_back(KeyVersion{.key = std::string(m.key), .version = 0});
+      }
+      if (owners_after[i] != 0) {
+        owners_.insert_or_assign(std::string(m.key), owners_after[i]);
+      } else if (auto o = owners_.find(m.key); o != owners_.end()) {
+        owners_.erase(o);
       }
     }
     last_version_ = version;
+    watches_.Publish(changes);
   } else {
     // Every decision of the group assumed the earlier mutations of the group would happen; none
     // did (or, if the store stops, none is known to have), so every writer gets the error.
@@ -365,9 +513,11 @@ void LocalMetadataStore::FailStopLocked(const absl::Status& cause) {
 void LocalMetadataStore::Compact() {
   const uint64_t next = generation_ + 1;
   const auto& state = LeaderState();
+  const auto& owners = LeaderOwners();
   std::vector<SnapshotEntryView> entries;
   entries.reserve(state.size());
   for (const auto& [key, value] : state) {
+    if (owners.count(key) != 0) continue;  // Ephemeral: never restored by a restart.
     entries.push_back(
         SnapshotEntryView{.key = key, .value = value.value, .version = value.version});
   }
@@ -577,15 +727,24 @@ absl::Status LocalMetadataStore::ReplayLog(uint64_t generation) {
         absl::StrCat(path, ": the header names generation ", scan->header->generation));
   }
   uint64_t offset = kMetadataLogHeaderBytes;
+  std::set<std::string, std::less<>> ephemeral;  // Keys whose last record is an ephemeral put.
   for (const MutationView& m : scan->records) {
     if (m.version <= last_version_) {
       return absl::DataLossError(
           absl::StrFormat("%s: record at offset %d has version %d, not above the %d before it",
                           path, offset, m.version, last_version_));
     }
-    if (m.kind == MutationKind::kPut) {
+    if (m.kind == MutationKind::kPutEphemeral) {
+      ephemeral.emplace(m.key);
+    } else if (auto e = ephemeral.find(m.key); e != ephemeral.end()) {
+      ephemeral.erase(e);
+    }
+    if (!IsDelete(m.kind)) {
       state_.insert_or_assign(std::string(m.key),
                               VersionedValue{.value = std::string(m.value), .version = m.version});
+    } else if (m.kind == MutationKind::kDeleteEphemeral) {
+      // Its put may be in an earlier generation, which a snapshot left out.
+      if (auto it = state_.find(m.key); it != state_.end()) state_.erase(it);
     } else {
       auto it = state_.find(m.key);
       if (it == state_.end()) {
@@ -599,6 +758,8 @@ absl::Status LocalMetadataStore::ReplayLog(uint64_t generation) {
     last_version_ = m.version;
     offset += MetadataRecordBytes(m.key.size(), m.value.size());
   }
+  // The sessions that wrote them ended with the process that ran them. Their versions stay taken.
+  for (const std::string& key : ephemeral) state_.erase(key);
 
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<File> file, fs_->OpenFile(path, {}));
   if (!scan->torn_tail.empty()) {

@@ -251,8 +251,8 @@ std::optional<MutationView> DecodeMetadataRecordAt(std::span<const char> log, si
                                 log.size() - offset - kMetadataRecordHeaderBytes));
   }
   const uint8_t kind = static_cast<uint8_t>(p[kRecordKindOffset]);
-  if (kind != static_cast<uint8_t>(MutationKind::kPut) &&
-      kind != static_cast<uint8_t>(MutationKind::kDelete)) {
+  if (kind < static_cast<uint8_t>(MutationKind::kPut) ||
+      kind > static_cast<uint8_t>(MutationKind::kDeleteEphemeral)) {
     return fail(absl::StrFormat("unknown record kind %d", kind));
   }
   const uint32_t key_length = DecodeFixed32(p + kRecordKeyLengthOffset);
@@ -263,7 +263,7 @@ std::optional<MutationView> DecodeMetadataRecordAt(std::span<const char> log, si
     return fail(absl::StrFormat("inconsistent lengths: key %d, value %d, record %d", key_length,
                                 value_length, body_length));
   }
-  if (kind == static_cast<uint8_t>(MutationKind::kDelete) && value_length != 0) {
+  if (IsDelete(static_cast<MutationKind>(kind)) && value_length != 0) {
     return fail("a delete record with a value");
   }
   const uint64_t version = DecodeFixed64(p + kRecordVersionOffset);

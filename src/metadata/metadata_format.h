@@ -38,7 +38,7 @@
 //
 //   record   0 8 checksum       XXH3_64bits_withSeed(record[8, end), seed = salt)
 //            8 4 body_length    bytes after this field: 17 + key_length + value_length
-//           12 1 kind           1 put, 2 delete
+//           12 1 kind           1 put, 2 delete, 3 put of an ephemeral record, 4 delete of one
 //           13 8 version        the version the mutation took; strictly increasing in a log
 //           21 4 key_length     1..kMaxMetadataKeyBytes
 //           25 4 value_length   0..kMaxMetadataValueBytes; 0 for a delete
@@ -77,7 +77,16 @@ inline constexpr size_t kMaxMetadataRecordBodyBytes =
 inline constexpr size_t kMaxMetadataRecordBytes =
     kMetadataRecordHeaderBytes + kMaxMetadataRecordBodyBytes;
 
-enum class MutationKind : uint8_t { kPut = 1, kDelete = 2 };
+// An ephemeral record (a session's, cairn/metadata_coordination.h) never outlives the process that
+// wrote it: its puts are logged as kPutEphemeral so that recovery drops the key (the versions it
+// took stay taken), snapshots leave it out, and its deletes are kDeleteEphemeral, which recovery
+// accepts for a key the snapshot left out. Logs holding these kinds are not readable by versions
+// of the store from before them.
+enum class MutationKind : uint8_t { kPut = 1, kDelete = 2, kPutEphemeral = 3, kDeleteEphemeral = 4 };
+
+inline bool IsDelete(MutationKind kind) {
+  return kind == MutationKind::kDelete || kind == MutationKind::kDeleteEphemeral;
+}
 
 // One log record. Borrows its key and value from the bytes it was decoded from (or from the
 // caller, when encoding).

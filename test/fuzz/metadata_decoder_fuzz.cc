@@ -71,7 +71,7 @@ void CheckLog(std::span<const char> bytes) {
     previous_version = record.version;
     FUZZ_CHECK(!record.key.empty() && record.key.size() <= cairn::kMaxMetadataKeyBytes);
     FUZZ_CHECK(record.value.size() <= cairn::kMaxMetadataValueBytes);
-    if (record.kind == cairn::internal::MutationKind::kDelete) FUZZ_CHECK(record.value.empty());
+    if (cairn::internal::IsDelete(record.kind)) FUZZ_CHECK(record.value.empty());
     std::string encoded;
     cairn::internal::AppendMetadataRecord(salt, record, encoded);
     FUZZ_CHECK(encoded.size() <= bytes.size() - offset);

@@ -232,7 +232,7 @@ Daemon::Daemon(const std::string& data_dir, const std::string& log_path,
           }(),
           log_path) {}
 
-Daemon::Daemon(std::vector<std::string> args, const std::string& log_path)
+Daemon::Daemon(std::vector<std::string> args, const std::string& log_path, bool wait_listening)
     : log_path_(log_path) {
   args.insert(args.begin(), CAIRND_PATH);
   std::vector<char*> argv;
@@ -244,6 +244,7 @@ Daemon::Daemon(std::vector<std::string> args, const std::string& log_path)
                                    O_WRONLY | O_CREAT | O_TRUNC, 0644);
   REQUIRE(posix_spawn(&pid_, CAIRND_PATH, &actions, nullptr, argv.data(), environ) == 0);
   posix_spawn_file_actions_destroy(&actions);
+  if (!wait_listening) return;
   // Its one line when listening names the port.
   port_ = std::stoi(WaitForLog("(?:store node|proxy) listening on 127\\.0\\.0\\.1:([0-9]+)"));
 }

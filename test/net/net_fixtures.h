@@ -76,8 +76,9 @@ class Daemon {
  public:
   Daemon(const std::string& data_dir, const std::string& log_path,
          const std::vector<std::string>& extra_args = {});
-  // `cairnd <args>`: any command, whose flags make it listen on 127.0.0.1:0.
-  Daemon(std::vector<std::string> args, const std::string& log_path);
+  // `cairnd <args>`: any command, whose flags make it listen on 127.0.0.1:0. Without
+  // `wait_listening`, returns once started (for a daemon expected to fail: port() is 0).
+  Daemon(std::vector<std::string> args, const std::string& log_path, bool wait_listening = true);
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;

@@ -348,5 +348,19 @@ TEST_CASE("cairnd store: --metadata-dir none hosts no metadata", "[net][daemon][
   CHECK(daemon.Terminate() == 0);
 }
 
+TEST_CASE("remote metadata: watches and sessions are kUnimplemented, said clearly",
+          "[net][metadata]") {
+  ServedStore node({.metadata = true});
+  std::unique_ptr<MetadataStore> metadata = ConnectOrFail(node.address());
+  const absl::StatusOr<std::unique_ptr<MetadataWatch>> watch =
+      metadata->Watch("streams/", WatchScope::kPrefix, [](const std::vector<KeyVersion>&) {});
+  CHECK(absl::IsUnimplemented(watch.status()));
+  CHECK_THAT(std::string(watch.status().message()), Catch::Contains("watches"));
+  const absl::StatusOr<std::unique_ptr<MetadataSession>> session = metadata->OpenSession({});
+  CHECK(absl::IsUnimplemented(session.status()));
+  CHECK_THAT(std::string(session.status().message()), Catch::Contains("sessions"));
+  CHECK(metadata->max_value_bytes() == kMaxMetadataValueBytes);
+}
+
 }  // namespace
 }  // namespace cairn::net
