@@ -28,6 +28,7 @@
 #include "kj/async-io.h"
 #include "kj/async-unix.h"
 #include "net/cluster/cluster_metadata.h"
+#include "net/metrics/counted_metadata_store.h"
 #include "net/cluster/node_registry.h"
 #include "net/event_loop.h"
 #include "net/metrics/metrics.h"
@@ -481,8 +482,10 @@ int RunProxy() {
       proxy_options.metrics = &registry;
       MetricsHttpServer metrics_server(io.provider->getTimer(), &registry);
       if (metrics_listener.get() != nullptr) metrics_server.Listen(*metrics_listener);
+      CountedMetadataStore counted_metadata(metadata.get(), registry);
       {
-        ProxyServer server(ledgers.get(), metadata.get(), io.provider->getTimer(), proxy_options);
+        ProxyServer server(ledgers.get(), &counted_metadata, io.provider->getTimer(),
+                           proxy_options);
         server.Listen(*listener);
         // Resolves when the store node stops answering.
         kj::Function<kj::Promise<void>()> watch = [&]() -> kj::Promise<void> {
@@ -583,7 +586,8 @@ int RunStandalone() {
       proxy_options.metrics = &registry;
       // The proxy's metrics, and those of the store it writes to (no store node in between).
       RegisterStoreMetrics(registry, store->get());
-      ProxyServer server(store->get(), metadata->get(), io.provider->getTimer(), proxy_options);
+      CountedMetadataStore counted_metadata(metadata->get(), registry);
+      ProxyServer server(store->get(), &counted_metadata, io.provider->getTimer(), proxy_options);
       ServeUntilSignal(io, server, "proxy", listen, kDefaultProxyPort, registry,
                        MetricsListenFlag(kDefaultProxyMetricsPort), kDefaultProxyMetricsPort, log,
                        absl::StrCat("(standalone, data dir ", data_dir, ", io engine ",

@@ -461,6 +461,8 @@ TEST_CASE("cli: topics, produce, consume, stats and perf against cairnd standalo
           sends);
     CHECK(net::testing::MetricSample(scrape.body, "cairn_store_group_commits_total") >= 1);
     CHECK(net::testing::MetricSample(scrape.body, "cairn_store_read_only") == 0);
+    // The proxy's calls to its metadata store are counted: the topic's creation wrote to it.
+    CHECK(net::testing::MetricSample(scrape.body, "cairn_metadata_puts_total") >= 1);
     // Every send through the client library was timed at each stage, the client's own two
     // (its batch wait, its send's way to the proxy) included.
     for (const char* stage : {"batch_wait", "network", "queue", "store", "answer", "latency"}) {

@@ -11,7 +11,9 @@
 #include <thread>
 #include <vector>
 
+#include "cairn/metadata.h"
 #include "cairn/net/remote_ledger_set.h"
+#include "net/metrics/counted_metadata_store.h"
 #include "test/net/net_fixtures.h"
 #include "test/test_util.h"
 
@@ -240,6 +242,34 @@ TEST_CASE("cairnd store: --nosync-file-system syncs each ledger a round wrote",
   CHECK(rounds >= 1);
   CHECK(MetricSample(without, "cairn_store_append_syncs_total") > rounds);
   CHECK(MetricSample(without, "cairn_store_appends_acknowledged_total") == 400);
+}
+
+TEST_CASE("metrics: a counted metadata store counts each call it forwards, and the failed ones",
+          "[net][metrics]") {
+  TempDir dir;
+  absl::StatusOr<std::unique_ptr<MetadataStore>> inner =
+      OpenLocalMetadataStore({.dir = dir.path() + "/metadata"});
+  REQUIRE(inner.ok());
+  MetricsRegistry registry;
+  CountedMetadataStore counted(inner->get(), registry);
+  absl::StatusOr<uint64_t> v1 = counted.Put("a", "1", kNewKey);
+  REQUIRE(v1.ok());
+  REQUIRE(counted.Put("a", "2", *v1).ok());
+  CHECK(absl::IsAborted(counted.Put("a", "3", *v1).status()));  // lost its compare-and-swap
+  CHECK(counted.Get("a").ok());
+  CHECK(absl::IsNotFound(counted.Get("b").status()));  // an answer, not a failure
+  absl::StatusOr<std::vector<std::string>> keys = counted.List("");
+  REQUIRE(keys.ok());
+  CHECK(*keys == std::vector<std::string>{"a"});
+  absl::StatusOr<VersionedValue> now = (*inner)->Get("a");
+  REQUIRE(now.ok());
+  CHECK(counted.Delete("a", now->version).ok());
+  const std::string text = registry.Render();
+  CHECK(testing::MetricSample(text, "cairn_metadata_puts_total") == 3);
+  CHECK(testing::MetricSample(text, "cairn_metadata_gets_total") == 2);
+  CHECK(testing::MetricSample(text, "cairn_metadata_lists_total") == 1);
+  CHECK(testing::MetricSample(text, "cairn_metadata_deletes_total") == 1);
+  CHECK(testing::MetricSample(text, "cairn_metadata_failures_total") == 1);
 }
 
 }  // namespace
