@@ -242,6 +242,9 @@ Daemon::Daemon(std::vector<std::string> args, const std::string& log_path, bool 
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log_path.c_str(),
                                    O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  // Not the test's own output: a daemon left behind by a test that crashed (its destructor never
+  // ran) would keep that pipe open, and ctest would wait for it to the end of its timeout.
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
   REQUIRE(posix_spawn(&pid_, CAIRND_PATH, &actions, nullptr, argv.data(), environ) == 0);
   posix_spawn_file_actions_destroy(&actions);
   if (!wait_listening) return;

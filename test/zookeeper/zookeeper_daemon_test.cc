@@ -87,9 +87,12 @@ TEST_CASE("zookeeper: cairnd store nodes and proxies register in ZooKeeper", "[z
     REQUIRE(client->CreateTopic("orders", config).ok());
     auto producer = Unwrap(client->CreateProducer("orders"));
     for (int i = 0; i < 10; ++i) {
+      // The message refers to its key and value: they must outlive the send.
+      const std::string key = "k" + std::to_string(i);
+      const std::string value = "order " + std::to_string(i);
       OutgoingMessage message;
-      message.key = "k" + std::to_string(i);
-      message.value = "order " + std::to_string(i);
+      message.key = key;
+      message.value = value;
       Unwrap(producer->Send(message));
     }
     REQUIRE(producer->Close().ok());
