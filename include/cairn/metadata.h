@@ -89,6 +89,10 @@ class MetadataStore {
       const MetadataSessionOptions& options);
 };
 
+// A MetadataStore that forwards every call to `store`, owned elsewhere (it must outlive the
+// result): for a holder that wants ownership of a store that others share.
+std::unique_ptr<MetadataStore> BorrowMetadataStore(MetadataStore* store);
+
 struct LocalMetadataOptions {
   std::string dir;                    // Created if missing (its parent must exist).
   FileSystem* file_system = nullptr;  // Borrowed; null: the local disk (NewDiskFileSystem).

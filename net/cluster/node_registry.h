@@ -82,7 +82,4 @@ class NodeRegistration {
   std::thread thread_;  // Last: starts once the rest exists.
 };
 
-// A MetadataStore that forwards to one owned elsewhere (which must outlive it).
-std::unique_ptr<MetadataStore> BorrowMetadataStore(MetadataStore* store);
-
 }  // namespace cairn::net

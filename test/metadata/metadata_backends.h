@@ -27,34 +27,6 @@
 
 namespace cairn::testing {
 
-// Every call forwarded to a store owned elsewhere.
-class SharedMetadataStore final : public MetadataStore {
- public:
-  explicit SharedMetadataStore(MetadataStore* store) : store_(store) {}
-  absl::StatusOr<VersionedValue> Get(std::string_view key) override { return store_->Get(key); }
-  absl::StatusOr<uint64_t> Put(std::string_view key, std::string_view value,
-                               uint64_t expected_version) override {
-    return store_->Put(key, value, expected_version);
-  }
-  absl::Status Delete(std::string_view key, uint64_t expected_version) override {
-    return store_->Delete(key, expected_version);
-  }
-  absl::StatusOr<std::vector<std::string>> List(std::string_view prefix) override {
-    return store_->List(prefix);
-  }
-  size_t max_value_bytes() const override { return store_->max_value_bytes(); }
-  absl::StatusOr<std::unique_ptr<MetadataWatch>> Watch(std::string_view key, WatchScope scope,
-                                                       WatchCallback callback) override {
-    return store_->Watch(key, scope, std::move(callback));
-  }
-  absl::StatusOr<std::unique_ptr<MetadataSession>> OpenSession(
-      const MetadataSessionOptions& options) override {
-    return store_->OpenSession(options);
-  }
-
- private:
-  MetadataStore* const store_;
-};
 
 struct EmbeddedBackend {
   static constexpr const char* kName = "embedded";
@@ -68,7 +40,7 @@ struct EmbeddedBackend {
     return *std::move(store);
   }
   std::unique_ptr<MetadataStore> SecondClient(MetadataStore& first) {
-    return std::make_unique<SharedMetadataStore>(&first);
+    return BorrowMetadataStore(&first);
   }
   TempDir temp;
 };
