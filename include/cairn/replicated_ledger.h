@@ -63,6 +63,9 @@ class ReplicationEnv {
   virtual MetadataStore& metadata() = 0;
   // Uniformly random bits (the simulation's come from its seed).
   virtual uint64_t Random() = 0;
+  // Microseconds since the Unix epoch, recorded in ledger records (for garbage collection's
+  // grace period). The simulation overrides it with its virtual clock.
+  virtual int64_t WallClockUs();
 };
 
 struct ReplicationOptions {
