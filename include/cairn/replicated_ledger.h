@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cairn/ledger.h"
+#include "cairn/log.h"
 #include "cairn/metadata.h"
 #include "cairn/replication.h"
 
@@ -82,6 +83,8 @@ struct ReplicationOptions {
   // A recovery that cannot decide (too many nodes unknown) retries for this long, then fails
   // with kUnavailable.
   int64_t recovery_timeout_us = 10'000'000;
+  // Where answers that contradict the record or do not verify are reported.
+  LogFunction log = StderrLog();
   // Test only: each reintroduces a known bug, so that the simulation can show it catches it.
   // Never set outside tests.
   struct PlantedBugs {
