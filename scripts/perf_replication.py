@@ -138,7 +138,7 @@ def ensemble_of_newest(cairn, metadata):
     if out.returncode != 0:
         return []
     import json
-    ledgers = json.loads(out.stdout).get('ledgers', [])
+    ledgers = json.loads(out.stdout).get('replicated_ledgers', [])
     return ledgers[-1]['ensemble'] if ledgers else []
 
 
