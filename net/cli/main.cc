@@ -74,7 +74,7 @@ void PrintGroup(std::string_view group, std::FILE* out) {
   for (const Command& c : Commands()) {
     std::string_view full = c.name;
     if (full.substr(0, group.size() + 1) == std::string(group) + " ") {
-      std::fprintf(out, "  %-16s %s\n", c.name, c.summary);
+      std::fprintf(out, "  %-18s %s\n", c.name, c.summary);
     }
   }
   std::fprintf(out, "\nRun 'cairn %s <command> --help' for a command's flags.\n",
@@ -89,7 +89,7 @@ void PrintOverview(std::FILE* out) {
                "Usage: cairn <command> [flags]\n"
                "\n"
                "Commands:\n");
-  for (const Command& c : Commands()) std::fprintf(out, "  %-16s %s\n", c.name, c.summary);
+  for (const Command& c : Commands()) std::fprintf(out, "  %-18s %s\n", c.name, c.summary);
   std::fprintf(out,
                "\n"
                "Run 'cairn help <command>' or 'cairn <command> --help' for a command's flags.\n"

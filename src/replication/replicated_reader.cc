@@ -121,6 +121,12 @@ class EntryRead : public std::enable_shared_from_this<EntryRead> {
       }
       // A late answer after a timeout is still taken if it is good, but a bad one was already
       // counted when the attempt timed out.
+      // A copy that does not verify, or contradicts what was asked, is never served: reported,
+      // and the next node is asked.
+      const std::string why = absl::StrCat("store node ", node, " answered entry ", entry_id_,
+                                           " of replicated ledger ", state_->ledger_id, ": ",
+                                           verified.ToString());
+      if (state_->options.log) state_->options.log(LogLevel::kWarning, why);
       if (attempts_[index].ended) return;
       Fail(index,
            verified.code() == absl::StatusCode::kDataLoss ? Failure::kDamaged : Failure::kUnknown,
