@@ -27,6 +27,7 @@ struct ReplicationConfig {
   uint32_t ensemble_size = 3;
   uint32_t write_quorum = 3;
   uint32_t ack_quorum = 2;
+  bool operator==(const ReplicationConfig&) const = default;
 };
 
 inline constexpr uint32_t kMaxEnsembleSize = 16;
