@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cairn/ledger.h"
+#include "cairn/log.h"
 #include "cairn/metadata.h"
 #include "cairn/replication.h"
 
@@ -63,6 +64,9 @@ class ReplicationEnv {
   virtual MetadataStore& metadata() = 0;
   // Uniformly random bits (the simulation's come from its seed).
   virtual uint64_t Random() = 0;
+  // Microseconds since the Unix epoch, recorded in ledger records (for garbage collection's
+  // grace period). The simulation overrides it with its virtual clock.
+  virtual int64_t WallClockUs();
 };
 
 struct ReplicationOptions {
@@ -79,6 +83,8 @@ struct ReplicationOptions {
   // A recovery that cannot decide (too many nodes unknown) retries for this long, then fails
   // with kUnavailable.
   int64_t recovery_timeout_us = 10'000'000;
+  // Where answers that contradict the record or do not verify are reported.
+  LogFunction log = StderrLog();
   // Test only: each reintroduces a known bug, so that the simulation can show it catches it.
   // Never set outside tests.
   struct PlantedBugs {

@@ -77,6 +77,45 @@ interface StoreNode {
   # asks once, when it connects. A node from before this method answers it as unimplemented,
   # which a client takes as false: a sealed ledger is durable either way.
   durability @8 () -> (acknowledgedMeansDurable :Bool);
+
+  # The replicas this node holds of replicated ledgers (cairn/replica_store.h, and
+  # docs/replication.md for the protocol). A node started without replicas answers these with
+  # kFailedPrecondition. Adds on one connection are stored in the order they are sent.
+  replicaAdd @9 (ledger :UInt64, batch :Data, lastAddConfirmed :UInt64, recovery :Bool) -> ();
+  # Never fails for a missing or unreadable entry: the answer's outcome says which of the three
+  # it is (an unknown one with the node's status in statusCode/statusMessage).
+  replicaRead @10 (ledger :UInt64, entry :UInt64, fence :Bool) -> (read :ReplicaReadAnswer);
+  replicaFence @11 (ledger :UInt64) -> (lastAddConfirmed :UInt64);
+  replicaReadLac @12 (ledger :UInt64) -> (lastAddConfirmed :UInt64);
+  replicaWriteLac @13 (ledger :UInt64, lastAddConfirmed :UInt64) -> ();
+  replicaClose @14 (ledger :UInt64, lastEntry :UInt64) -> ();
+  replicaDelete @15 (ledger :UInt64) -> ();
+  replicaList @16 () -> (replicas :List(ReplicaSummary));
+}
+
+enum ReplicaReadOutcome {
+  present @0;
+  absent @1;
+  unknown @2;
+}
+
+struct ReplicaReadAnswer {
+  outcome @0 :ReplicaReadOutcome;
+  batch @1 :Data;                # present: the batch holding the entry
+  lastAddConfirmed @2 :UInt64;   # the highest the node was told
+  statusCode @3 :UInt32;         # unknown: an absl::StatusCode
+  statusMessage @4 :Text;
+}
+
+struct ReplicaSummary {
+  ledger @0 :UInt64;
+  firstEntries @1 :List(UInt64);  # each range's first entry
+  endEntries @2 :List(UInt64);    # and the entry after its last
+  fenced @3 :Bool;
+  closed @4 :Bool;
+  limbo @5 :Bool;
+  lastAddConfirmed @6 :UInt64;
+  sizeBytes @7 :UInt64;
 }
 
 interface LedgerWriter {

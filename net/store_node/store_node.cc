@@ -19,6 +19,7 @@
 #include "net/schema/store.capnp.h"
 #include "net/server_util.h"
 #include "net/store_node/metadata_service.h"
+#include "net/store_node/replica_service.h"
 #include "net/store_node/store_node_metrics.h"
 #include "net/store_node/thread_pool.h"
 #include "src/util/mutex.h"
@@ -41,6 +42,7 @@ struct Node : public kj::TaskSet::ErrorHandler {
         blocking(options.blocking_threads),
         waits(options.wait_threads),
         gate(options.max_in_flight_append_bytes),
+        replicas(options.replicas, blocking),
         metrics(options.metrics, store),
         tasks(*this) {}
 
@@ -68,6 +70,7 @@ struct Node : public kj::TaskSet::ErrorHandler {
   ThreadPool blocking;
   ThreadPool waits;
   AppendGate gate;
+  internal::ReplicaService replicas;
   StoreNodeMetrics metrics;
   kj::TaskSet tasks;  // append completions, which outlive the calls that started them
   uint64_t appends_in_flight = 0;
@@ -389,6 +392,31 @@ class StoreNodeImpl final : public rpc::StoreNode::Server {
         });
   }
 
+  kj::Promise<void> replicaAdd(ReplicaAddContext context) override {
+    return node_.replicas.Add(context);
+  }
+  kj::Promise<void> replicaRead(ReplicaReadContext context) override {
+    return node_.replicas.Read(context);
+  }
+  kj::Promise<void> replicaFence(ReplicaFenceContext context) override {
+    return node_.replicas.Fence(context);
+  }
+  kj::Promise<void> replicaReadLac(ReplicaReadLacContext context) override {
+    return node_.replicas.ReadLac(context);
+  }
+  kj::Promise<void> replicaWriteLac(ReplicaWriteLacContext context) override {
+    return node_.replicas.WriteLac(context);
+  }
+  kj::Promise<void> replicaClose(ReplicaCloseContext context) override {
+    return node_.replicas.Close(context);
+  }
+  kj::Promise<void> replicaDelete(ReplicaDeleteContext context) override {
+    return node_.replicas.Delete(context);
+  }
+  kj::Promise<void> replicaList(ReplicaListContext context) override {
+    return node_.replicas.List(context);
+  }
+
   kj::Promise<void> fence(FenceContext context) override {
     const uint64_t id = context.getParams().getId();
     return RunBlocking(node_.blocking, [store = node_.store, id]() { return store->Fence(id); })
@@ -521,6 +549,7 @@ kj::Promise<void> StoreNodeServer::Shutdown() {
   impl_->DropConnections();
   return impl_->node.WhenIdle().then([this]() {
     // Waits run at most kMaxWaitSliceUs, other calls as long as the store takes.
+    impl_->node.replicas.Stop();
     impl_->node.blocking.Stop();
     impl_->node.waits.Stop();
   });

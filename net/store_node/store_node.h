@@ -22,6 +22,7 @@
 
 #include "cairn/log.h"
 #include "cairn/metadata.h"
+#include "cairn/replica_store.h"
 #include "cairn/store.h"
 #include "kj/async-io.h"
 
@@ -41,6 +42,9 @@ struct StoreNodeOptions {
   // the promise of Shutdown(). Its calls block, so they run on the blocking threads. Null: the
   // node serves no metadata.
   MetadataStore* metadata = nullptr;
+  // The replicas of replicated ledgers this node holds (StoreNode.replica*), borrowed: it must
+  // outlive the server. Null: the node holds none and refuses those calls.
+  ReplicaStore* replicas = nullptr;
   // Where the node registers its metrics (net/store_node/store_node_metrics.h), borrowed. The
   // store's gauges read the store, so the registry must not render after the store is gone.
   // Null: not exported.

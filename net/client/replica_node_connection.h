@@ -1,0 +1,74 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// One store node as the replication protocol sees it (cairn::ReplicaNodeClient), over the
+// store-node protocol's replica methods. Lives on a NetworkThread and is used from it only.
+//
+// The connection is made on the first call and made again on the first call after it was lost;
+// calls made while it is being made wait for it, in order. A lost connection fails the calls in
+// flight with kUnavailable (the node may or may not have carried them out), which the protocol
+// treats as a failed node (the writer replaces it, a recovery counts it as unknown).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cairn/log.h"
+#include "cairn/replicated_ledger.h"
+#include "net/client/network_thread.h"
+#include "net/schema/store.capnp.h"
+
+namespace cairn::net::internal {
+
+class ReplicaNodeConnection final : public ReplicaNodeClient {
+ public:
+  ReplicaNodeConnection(NetworkThread& thread, std::string address,
+                        std::chrono::milliseconds connect_timeout, LogFunction log);
+  ~ReplicaNodeConnection() override;
+
+  void Add(const ReplicaAdd& add, std::function<void(absl::Status)> done) override;
+  void Read(uint64_t ledger_id, uint64_t entry_id, bool fence,
+            std::function<void(ReplicaRead)> done) override;
+  void Fence(uint64_t ledger_id, std::function<void(absl::StatusOr<uint64_t>)> done) override;
+  void ReadLac(uint64_t ledger_id, std::function<void(absl::StatusOr<uint64_t>)> done) override;
+  void WriteLac(uint64_t ledger_id, uint64_t last_add_confirmed,
+                std::function<void(absl::Status)> done) override;
+  void Close(uint64_t ledger_id, uint64_t last_entry_id,
+             std::function<void(absl::Status)> done) override;
+  void Delete(uint64_t ledger_id, std::function<void(absl::Status)> done) override;
+
+  // Every replica this node holds (for `cairn` and tests). Network thread.
+  void List(std::function<void(absl::StatusOr<std::vector<ReplicaInfo>>)> done);
+
+  const std::string& address() const { return address_; }
+
+ private:
+  // Runs `send` with the node's capability now if connected, else once connected (in call
+  // order); if connecting fails, runs `fail` with why instead.
+  void WithNode(std::function<void(rpc::StoreNode::Client&)> send,
+                std::function<void(absl::Status)> fail);
+  void Connect();
+  // Completes a call's promise into `done`, mapping a KJ exception to the status it carries.
+  void Finish(kj::Promise<void> call, std::function<void(absl::Status)> done);
+
+  NetworkThread& thread_;
+  const std::string address_;
+  const std::chrono::milliseconds connect_timeout_;
+  const LogFunction log_;
+  kj::Own<RpcConnection> connection_;
+  std::optional<rpc::StoreNode::Client> node_;
+  bool connecting_ = false;
+  uint64_t generation_ = 0;  // Bumped when a connection is lost or dropped.
+  struct Waiting {
+    std::function<void(rpc::StoreNode::Client&)> send;
+    std::function<void(absl::Status)> fail;
+  };
+  std::vector<Waiting> waiting_;
+  // Shared with the callbacks of the connection's tasks, so that they see the object is gone.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace cairn::net::internal
