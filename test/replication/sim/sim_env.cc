@@ -173,4 +173,6 @@ MetadataStore& SimEnv::metadata() { return *metadata_; }
 
 uint64_t SimEnv::Random() { return sim_->random().Next(); }
 
+int64_t SimEnv::WallClockUs() { return sim_->now_us(); }
+
 }  // namespace cairn::sim

@@ -36,6 +36,8 @@ class SimEnv : public ReplicationEnv {
   std::vector<std::string> CandidateNodes() override;
   MetadataStore& metadata() override;
   uint64_t Random() override;
+  // The virtual clock too, so that records carry the same bytes in every replay.
+  int64_t WallClockUs() override;
 
  private:
   Simulation* const sim_;

@@ -104,6 +104,10 @@ class SeedRun {
         options_.planted_bug == PlantedBug::kRecoveryReadsWithoutFence;
     replication_.planted_bugs.acknowledge_out_of_order =
         options_.planted_bug == PlantedBug::kAcknowledgeOutOfOrder;
+    // What the protocol reports (answers that contradict the record, ...) goes into the trace.
+    replication_.log = [this](LogLevel level, std::string_view message) {
+      sim_.Note(absl::StrFormat("  %s: %s", LogLevelName(level), message));
+    };
     read_error_faults_ = error_as_absent || random.Percent(30);
 
     history_.ledger_id = static_cast<uint64_t>(random.Range(1, 1'000));
