@@ -27,7 +27,7 @@ ReplicaNodeConnection::ReplicaNodeConnection(NetworkThread& thread, std::string 
 ReplicaNodeConnection::~ReplicaNodeConnection() {
   *alive_ = false;
   node_.reset();
-  connection_ = nullptr;
+  connection_.reset();
 }
 
 void ReplicaNodeConnection::WithNode(std::function<void(rpc::StoreNode::Client&)> send,
@@ -56,9 +56,9 @@ void ReplicaNodeConnection::Connect() {
                   if (!*alive || generation != generation_) return;
                   ++generation_;
                   node_.reset();
-                  connection_ = nullptr;
+                  connection_.reset();
                 }));
-                connection_ = kj::mv(connection);
+                connection_ = std::make_unique<kj::Own<RpcConnection>>(kj::mv(connection));
                 std::vector<Waiting> waiting = std::move(waiting_);
                 waiting_.clear();
                 for (Waiting& w : waiting) {
@@ -93,7 +93,7 @@ void ReplicaNodeConnection::Finish(kj::Promise<void> call, std::function<void(ab
             generation == generation_) {
           ++generation_;
           node_.reset();
-          connection_ = nullptr;
+          connection_.reset();
         }
         (*shared)(status);
       }));

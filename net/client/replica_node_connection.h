@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cairn/log.h"
+#include "cairn/replica_store.h"
 #include "cairn/replicated_ledger.h"
 #include "net/client/network_thread.h"
 #include "net/schema/store.capnp.h"
@@ -58,7 +59,9 @@ class ReplicaNodeConnection final : public ReplicaNodeClient {
   const std::string address_;
   const std::chrono::milliseconds connect_timeout_;
   const LogFunction log_;
-  kj::Own<RpcConnection> connection_;
+  // Behind a unique_ptr: kj::Own's destructor may throw, which an override of a noexcept
+  // destructor must not.
+  std::unique_ptr<kj::Own<RpcConnection>> connection_;
   std::optional<rpc::StoreNode::Client> node_;
   bool connecting_ = false;
   uint64_t generation_ = 0;  // Bumped when a connection is lost or dropped.

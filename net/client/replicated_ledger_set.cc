@@ -316,7 +316,7 @@ class ReplicatedLedgerSetImpl final : public ReplicatedLedgerSet {
     }
     for (const std::string& key : *keys) {
       uint64_t id = 0;
-      if (absl::SimpleHexAtoi(std::string_view(key).substr(kReplicatedLedgerPrefix.size()), &id)) {
+      if (absl::SimpleHexAtoi(key.substr(kReplicatedLedgerPrefix.size()), &id)) {
         ids.push_back(id);
       }
     }

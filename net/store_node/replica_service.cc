@@ -26,7 +26,7 @@ ReplicaStore* ReplicaService::Require() {
   return replicas_;
 }
 
-kj::Promise<void> ReplicaService::Add(rpc::StoreNode::Server::ReplicaAddContext context) {
+kj::Promise<void> ReplicaService::Add(ReplicaAddContext context) {
   ReplicaStore* replicas = Require();
   auto params = context.getParams();
   capnp::Data::Reader batch = params.getBatch();
@@ -51,7 +51,7 @@ kj::Promise<void> ReplicaService::Add(rpc::StoreNode::Server::ReplicaAddContext 
   });
 }
 
-kj::Promise<void> ReplicaService::Read(rpc::StoreNode::Server::ReplicaReadContext context) {
+kj::Promise<void> ReplicaService::Read(ReplicaReadContext context) {
   ReplicaStore* replicas = Require();
   auto params = context.getParams();
   const uint64_t ledger = params.getLedger();
@@ -80,7 +80,7 @@ kj::Promise<void> ReplicaService::Read(rpc::StoreNode::Server::ReplicaReadContex
       });
 }
 
-kj::Promise<void> ReplicaService::Fence(rpc::StoreNode::Server::ReplicaFenceContext context) {
+kj::Promise<void> ReplicaService::Fence(ReplicaFenceContext context) {
   ReplicaStore* replicas = Require();
   const uint64_t ledger = context.getParams().getLedger();
   return RunBlocking(blocking_, [replicas, ledger] { return replicas->Fence(ledger); })
@@ -90,14 +90,14 @@ kj::Promise<void> ReplicaService::Fence(rpc::StoreNode::Server::ReplicaFenceCont
       });
 }
 
-kj::Promise<void> ReplicaService::ReadLac(rpc::StoreNode::Server::ReplicaReadLacContext context) {
+kj::Promise<void> ReplicaService::ReadLac(ReplicaReadLacContext context) {
   ReplicaStore* replicas = Require();
   const uint64_t ledger = context.getParams().getLedger();
   return RunBlocking(blocking_, [replicas, ledger] { return replicas->ReadLac(ledger); })
       .then([context](uint64_t lac) mutable { context.getResults().setLastAddConfirmed(lac); });
 }
 
-kj::Promise<void> ReplicaService::WriteLac(rpc::StoreNode::Server::ReplicaWriteLacContext context) {
+kj::Promise<void> ReplicaService::WriteLac(ReplicaWriteLacContext context) {
   ReplicaStore* replicas = Require();
   const uint64_t ledger = context.getParams().getLedger();
   const uint64_t lac = context.getParams().getLastAddConfirmed();
@@ -110,7 +110,7 @@ kj::Promise<void> ReplicaService::WriteLac(rpc::StoreNode::Server::ReplicaWriteL
   return kj::mv(done.promise);
 }
 
-kj::Promise<void> ReplicaService::Close(rpc::StoreNode::Server::ReplicaCloseContext context) {
+kj::Promise<void> ReplicaService::Close(ReplicaCloseContext context) {
   ReplicaStore* replicas = Require();
   const uint64_t ledger = context.getParams().getLedger();
   const uint64_t last = context.getParams().getLastEntry();
@@ -118,14 +118,14 @@ kj::Promise<void> ReplicaService::Close(rpc::StoreNode::Server::ReplicaCloseCont
       .then(ThrowIfError);
 }
 
-kj::Promise<void> ReplicaService::Delete(rpc::StoreNode::Server::ReplicaDeleteContext context) {
+kj::Promise<void> ReplicaService::Delete(ReplicaDeleteContext context) {
   ReplicaStore* replicas = Require();
   const uint64_t ledger = context.getParams().getLedger();
   return RunBlocking(blocking_, [replicas, ledger] { return replicas->Delete(ledger); })
       .then(ThrowIfError);
 }
 
-kj::Promise<void> ReplicaService::List(rpc::StoreNode::Server::ReplicaListContext context) {
+kj::Promise<void> ReplicaService::List(ReplicaListContext context) {
   ReplicaStore* replicas = Require();
   return RunBlocking(blocking_, [replicas] { return replicas->List(); })
       .then([context](std::vector<ReplicaInfo> infos) mutable {

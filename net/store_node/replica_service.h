@@ -17,6 +17,20 @@
 
 namespace cairn::net::internal {
 
+// The generated server's context types are protected; these name the same types.
+#define CAIRN_REPLICA_CONTEXT(Name) \
+  using Replica##Name##Context =      \
+      capnp::CallContext<rpc::StoreNode::Replica##Name##Params, rpc::StoreNode::Replica##Name##Results>
+CAIRN_REPLICA_CONTEXT(Add);
+CAIRN_REPLICA_CONTEXT(Read);
+CAIRN_REPLICA_CONTEXT(Fence);
+CAIRN_REPLICA_CONTEXT(ReadLac);
+CAIRN_REPLICA_CONTEXT(WriteLac);
+CAIRN_REPLICA_CONTEXT(Close);
+CAIRN_REPLICA_CONTEXT(Delete);
+CAIRN_REPLICA_CONTEXT(List);
+#undef CAIRN_REPLICA_CONTEXT
+
 class ReplicaService {
  public:
   // `replicas` (null: the node holds no replicas, and every call fails with
@@ -24,14 +38,14 @@ class ReplicaService {
   ReplicaService(ReplicaStore* replicas, ThreadPool& blocking);
   ~ReplicaService();
 
-  kj::Promise<void> Add(rpc::StoreNode::Server::ReplicaAddContext context);
-  kj::Promise<void> Read(rpc::StoreNode::Server::ReplicaReadContext context);
-  kj::Promise<void> Fence(rpc::StoreNode::Server::ReplicaFenceContext context);
-  kj::Promise<void> ReadLac(rpc::StoreNode::Server::ReplicaReadLacContext context);
-  kj::Promise<void> WriteLac(rpc::StoreNode::Server::ReplicaWriteLacContext context);
-  kj::Promise<void> Close(rpc::StoreNode::Server::ReplicaCloseContext context);
-  kj::Promise<void> Delete(rpc::StoreNode::Server::ReplicaDeleteContext context);
-  kj::Promise<void> List(rpc::StoreNode::Server::ReplicaListContext context);
+  kj::Promise<void> Add(ReplicaAddContext context);
+  kj::Promise<void> Read(ReplicaReadContext context);
+  kj::Promise<void> Fence(ReplicaFenceContext context);
+  kj::Promise<void> ReadLac(ReplicaReadLacContext context);
+  kj::Promise<void> WriteLac(ReplicaWriteLacContext context);
+  kj::Promise<void> Close(ReplicaCloseContext context);
+  kj::Promise<void> Delete(ReplicaDeleteContext context);
+  kj::Promise<void> List(ReplicaListContext context);
 
   // Runs the adds already queued, then stops the add thread. Before the replica store goes.
   void Stop();

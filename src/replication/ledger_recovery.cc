@@ -220,7 +220,7 @@ void Recovery::OnRead(uint64_t round, const std::string& node, ReplicaRead answe
         "store node ", node, " answered entry ", next_entry_, " of replicated ledger ", ledger_id_,
         " with a batch that does not verify or does not hold it: ",
         view.ok() ? "wrong ids" : view.status().ToString()));
-    if (options_.log) options_.log(LogLevel::kWarning, last_unknown_.message());
+    if (options_.log) options_.log(LogLevel::kWarning, std::string(last_unknown_.message()));
   } else if (answer.outcome == ReadOutcome::kAbsent) {
     ++absent_;
   } else {

@@ -273,7 +273,7 @@ void WriterState::ChangeEnsemble(int attempt) {
     if (current.ok() && current->record.state != ReplicatedLedgerState::kOpen) {
       FailAll(absl::FailedPreconditionError(absl::StrCat(
           "replicated ledger ", ledger_id(), " was fenced: its state is ",
-          ReplicatedLedgerStateName(current->record.state), "; nothing more is acknowledged")));
+          std::string(ReplicatedLedgerStateName(current->record.state)), "; nothing more is acknowledged")));
       return;
     }
     if (current.ok()) record_ = std::move(*current);
@@ -360,7 +360,7 @@ void WriterState::CloseRecord(int attempt) {
       if (now.state != ReplicatedLedgerState::kOpen) {
         FinishClose(absl::FailedPreconditionError(absl::StrCat(
             "replicated ledger ", ledger_id(), " was fenced before it could be closed: its state is ",
-            ReplicatedLedgerStateName(now.state))));
+            std::string(ReplicatedLedgerStateName(now.state)))));
         return;
       }
       record_ = std::move(*current);
