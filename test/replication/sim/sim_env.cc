@@ -24,6 +24,23 @@ std::string Entries(std::string_view batch) {
   return absl::StrFormat("e%d..%d", header->base_entry_id, header->last_entry_id());
 }
 
+// An answer, for the trace.
+std::string Describe(const absl::Status& status) { return status.ToString(); }
+std::string Describe(const absl::StatusOr<uint64_t>& value) {
+  return value.ok() ? "OK " + Entry(*value) : value.status().ToString();
+}
+std::string Describe(const ReplicaRead& read) {
+  switch (read.outcome) {
+    case ReadOutcome::kPresent:
+      return "present " + Entries(read.batch) + " lac=" + Entry(read.last_add_confirmed);
+    case ReadOutcome::kAbsent:
+      return "absent lac=" + Entry(read.last_add_confirmed);
+    case ReadOutcome::kUnknown:
+      break;
+  }
+  return "unknown: " + read.status.ToString();
+}
+
 // One client process's calls to one node, carried by the simulated network. An address that
 // names no node fails every call with kUnavailable, as an unreachable host would.
 class SimNodeClient : public ReplicaNodeClient {
@@ -119,8 +136,13 @@ class SimNodeClient : public ReplicaNodeClient {
                   });
       return;
     }
-    network_->Call<Result>(process_, node_, std::move(what), std::move(serve), std::move(done),
-                           std::move(unavailable), std::move(resend));
+    // The answer goes into the trace as the caller gets it.
+    auto traced_done = [sim = sim_, done = std::move(done)](Result result) {
+      sim->Note("  " + Describe(result));
+      done(std::move(result));
+    };
+    network_->Call<Result>(process_, node_, std::move(what), std::move(serve),
+                           std::move(traced_done), std::move(unavailable), std::move(resend));
   }
 
   Simulation* const sim_;

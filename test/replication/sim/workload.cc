@@ -195,6 +195,11 @@ class SeedRun {
     if (random.Percent(30)) {
       StartRecovery(kRecovery2, recovery_us + random.Range(0, 20'000), "recovery-2");
     }
+    // Faults are most telling while a recovery fences and reads: in half the runs, its fence
+    // messages to some nodes are lost while the writer's adds to them are held up.
+    if (random.Percent(50)) {
+      sim_.After(recovery_us, "faults around the recovery", [this] { RecoveryFaults(); });
+    }
     if (options_.planted_bug == PlantedBug::kErrorAsAbsent) {
       // The bug needs a read error where recovery looks for the ledger's end.
       sim_.After(recovery_us, "read errors during recovery", [this] {
@@ -207,6 +212,26 @@ class SeedRun {
   }
 
   // `name` tells this recovery apart in the history (a client may run a second one).
+  void RecoveryFaults() {
+    Random& random = sim_.random();
+    const int64_t lost_nodes = random.Range(1, 2);
+    for (int64_t i = 0; i < lost_nodes; ++i) {
+      const size_t node = static_cast<size_t>(random.Below(nodes_.size()));
+      sim_.After(random.Range(0, 2'000), "recovery's link breaks", [this, node] {
+        if (healed_) return;
+        ++link_breaks_;
+        network_->Break(&env(kRecovery1).process(), node);
+      });
+      const int64_t extra_us = random.Range(1'000, replication_.add_timeout_us / 2);
+      sim_.Note(absl::StrFormat("slow link writer <-> %s: +%dus", nodes_[node]->address(),
+                                extra_us));
+      network_->SetSlow(&env(kWriter).process(), node, extra_us);
+      sim_.After(random.Range(5'000, 50'000), "link back to speed", [this, node] {
+        if (!healed_) network_->SetSlow(&env(kWriter).process(), node, 0);
+      });
+    }
+  }
+
   void StartRecovery(size_t client, int64_t at_us, std::string name) {
     const size_t index = history_.recoveries.size();
     history_.recoveries.push_back({.client = name});
