@@ -195,11 +195,7 @@ class SeedRun {
     if (random.Percent(30)) {
       StartRecovery(kRecovery2, recovery_us + random.Range(0, 20'000), "recovery-2");
     }
-    // Faults are most telling while a recovery fences and reads: in half the runs, its fence
-    // messages to some nodes are lost while the writer's adds to them are held up.
-    if (random.Percent(50)) {
-      sim_.After(recovery_us, "faults around the recovery", [this] { RecoveryFaults(); });
-    }
+    if (random.Percent(50)) ScheduleRecoveryFaults(recovery_us);
     if (options_.planted_bug == PlantedBug::kErrorAsAbsent) {
       // The bug needs a read error where recovery looks for the ledger's end.
       sim_.After(recovery_us, "read errors during recovery", [this] {
@@ -211,27 +207,52 @@ class SeedRun {
     fault_end_us_ = std::max(last_append_us, recovery_us) + random.Range(20'000, 100'000);
   }
 
-  // `name` tells this recovery apart in the history (a client may run a second one).
-  void RecoveryFaults() {
+  // The moment that tells most: the writer's adds to a node held up from a little before the
+  // recovery starts, and the recovery's fence message to that node lost on the way. The writer
+  // may then still reach the node after the recovery read there.
+  void ScheduleRecoveryFaults(int64_t recovery_us) {
     Random& random = sim_.random();
-    const int64_t lost_nodes = random.Range(1, 2);
-    for (int64_t i = 0; i < lost_nodes; ++i) {
-      const size_t node = static_cast<size_t>(random.Below(nodes_.size()));
-      sim_.After(random.Range(0, 2'000), "recovery's link breaks", [this, node] {
+    const int64_t nodes = random.Range(1, 2);
+    for (int64_t i = 0; i < nodes; ++i) {
+      const int64_t slow_from_us = std::max<int64_t>(0, recovery_us - random.Range(0, 10'000));
+      sim_.After(slow_from_us, "writer's link slows down", [this, recovery_us] {
         if (healed_) return;
-        ++link_breaks_;
-        network_->Break(&env(kRecovery1).process(), node);
-      });
-      const int64_t extra_us = random.Range(1'000, replication_.add_timeout_us / 2);
-      sim_.Note(absl::StrFormat("slow link writer <-> %s: +%dus", nodes_[node]->address(),
-                                extra_us));
-      network_->SetSlow(&env(kWriter).process(), node, extra_us);
-      sim_.After(random.Range(5'000, 50'000), "link back to speed", [this, node] {
-        if (!healed_) network_->SetSlow(&env(kWriter).process(), node, 0);
+        // A node the writer is writing to: of the ledger's last fragment as it is now.
+        std::optional<ReplicatedLedgerRecord> record = CurrentRecord();
+        if (!record || record->fragments.empty()) return;
+        const std::vector<std::string>& ensemble = record->fragments.back().nodes;
+        const std::string& address = ensemble[sim_.random().Below(ensemble.size())];
+        size_t node = 0;
+        while (node + 1 < nodes_.size() && nodes_[node]->address() != address) ++node;
+        Random& random = sim_.random();
+        const int64_t extra_us = random.Range(1'000, replication_.add_timeout_us / 2);
+        sim_.Note(absl::StrFormat("slow link writer <-> %s: +%dus", address, extra_us));
+        network_->SetSlow(&env(kWriter).process(), node, extra_us);
+        sim_.After(recovery_us - sim_.now_us() + random.Range(5'000, 50'000),
+                   "link back to speed", [this, node] {
+                     if (!healed_) network_->SetSlow(&env(kWriter).process(), node, 0);
+                   });
+        // Soon enough to catch the fence message on the way (the network takes at least 50us).
+        sim_.After(recovery_us - sim_.now_us() + random.Range(0, 300), "recovery's link breaks",
+                   [this, node] {
+                     if (healed_) return;
+                     ++link_breaks_;
+                     network_->Break(&env(kRecovery1).process(), node);
+                   });
       });
     }
   }
 
+  std::optional<ReplicatedLedgerRecord> CurrentRecord() {
+    absl::StatusOr<VersionedValue> value =
+        metadata_->Get(ReplicatedLedgerKey(history_.ledger_id));
+    if (!value.ok()) return std::nullopt;
+    absl::StatusOr<ReplicatedLedgerRecord> record = DecodeReplicatedLedgerRecord(value->value);
+    if (!record.ok()) return std::nullopt;
+    return *record;
+  }
+
+  // `name` tells this recovery apart in the history (a client may run a second one).
   void StartRecovery(size_t client, int64_t at_us, std::string name) {
     const size_t index = history_.recoveries.size();
     history_.recoveries.push_back({.client = name});
@@ -453,15 +474,9 @@ class SeedRun {
 
   // The record, and the closed ledger read from entry 0 by a new reader.
   void ReadBack() {
-    absl::StatusOr<VersionedValue> value =
-        metadata_->Get(ReplicatedLedgerKey(history_.ledger_id));
-    if (!value.ok()) {
-      Fail("reading ledger %d's record: %s", history_.ledger_id, value.status().ToString());
-      return;
-    }
-    absl::StatusOr<ReplicatedLedgerRecord> record = DecodeReplicatedLedgerRecord(value->value);
-    if (!record.ok()) {
-      Fail("ledger %d's record: %s", history_.ledger_id, record.status().ToString());
+    std::optional<ReplicatedLedgerRecord> record = CurrentRecord();
+    if (!record) {
+      Fail("ledger %d's record could not be read back", history_.ledger_id);
       return;
     }
     history_.final_record = *record;
