@@ -48,8 +48,7 @@ class SeedRun {
 
   RunResult Run() {
     if (Setup()) {
-      ScheduleAppends();
-      ScheduleWriterEnd();
+      ScheduleWriter();
       ScheduleFaults();
       ScheduleTailReader();
       RunToEnd();
@@ -124,16 +123,50 @@ class SeedRun {
 
   // --- the writer ----------------------------------------------------------------------------
 
-  void ScheduleAppends() {
+  // The writer appends at random times and, after a random append, either crashes or stalls
+  // (as a process in a long pause would) and comes back later as a zombie, appending on. Its
+  // owner takes it for dead: a recovery starts soon after, sometimes two side by side.
+  void ScheduleWriter() {
     Random& random = sim_.random();
-    const int64_t appends = random.Range(20, 200);
+    const size_t appends = static_cast<size_t>(random.Range(20, 200));
     const int64_t max_gap_us = random.Range(500, 5'000);
+    const size_t last_before_end = static_cast<size_t>(random.Range(appends / 4, appends - 1));
+    writer_crashes_ = random.Percent(50);
+    const int64_t stall_us = writer_crashes_ ? 0 : random.Range(20'000, 200'000);
     int64_t at_us = 0;
-    for (int64_t i = 0; i < appends; ++i) {
+    int64_t end_us = 0;
+    for (size_t i = 0; i < appends; ++i) {
       at_us += random.Range(0, max_gap_us);
+      if (i == last_before_end + 1) {
+        end_us = at_us;
+        at_us += stall_us;
+      }
       append_times_.push_back(at_us);
       sim_.After(at_us, absl::StrFormat("writer appends #%d", i), [this] { Append(); });
     }
+    if (end_us == 0) end_us = at_us + random.Range(0, max_gap_us);
+    sim_.After(end_us, writer_crashes_ ? "writer crashes" : "writer stalls (back as a zombie)",
+               [this] {
+                 if (!writer_crashes_) return;
+                 env(kWriter).Crash();
+                 writer_.reset();
+               });
+    // A stalled writer's last adds may still be on their way when the recovery fences.
+    const int64_t recovery_us = end_us + random.Range(0, writer_crashes_ ? 30'000 : 3'000);
+    StartRecovery(kRecovery1, recovery_us, "recovery-1");
+    if (random.Percent(30)) {
+      StartRecovery(kRecovery2, recovery_us + random.Range(0, 20'000), "recovery-2");
+    }
+    if (random.Percent(50)) ScheduleRecoveryFaults(recovery_us);
+    if (options_.planted_bug == PlantedBug::kErrorAsAbsent) {
+      // The bug needs a read error where recovery looks for the ledger's end.
+      sim_.After(recovery_us, "read errors during recovery", [this] {
+        for (size_t i = 0; i < nodes_.size(); ++i) {
+          if (sim_.random().Percent(50)) InjectReadErrors(i);
+        }
+      });
+    }
+    fault_end_us_ = std::max(append_times_.back(), recovery_us) + random.Range(20'000, 100'000);
   }
 
   void Append() {
@@ -174,37 +207,6 @@ class SeedRun {
         sim_.Note(absl::StrFormat("  append #%d failed: %s", index, result.status().ToString()));
       }
     });
-  }
-
-  // The writer either crashes or keeps running (a zombie); either way recovery starts soon
-  // after, from another client, sometimes from two side by side.
-  void ScheduleWriterEnd() {
-    Random& random = sim_.random();
-    const int64_t last_append_us = append_times_.back();
-    const int64_t end_us = random.Range(append_times_[append_times_.size() / 4],
-                                        last_append_us + 20'000);
-    writer_crashes_ = random.Percent(50);
-    sim_.After(end_us, writer_crashes_ ? "writer crashes" : "writer keeps running (zombie)",
-               [this] {
-                 if (!writer_crashes_) return;
-                 env(kWriter).Crash();
-                 writer_.reset();
-               });
-    const int64_t recovery_us = end_us + random.Range(0, 30'000);
-    StartRecovery(kRecovery1, recovery_us, "recovery-1");
-    if (random.Percent(30)) {
-      StartRecovery(kRecovery2, recovery_us + random.Range(0, 20'000), "recovery-2");
-    }
-    if (random.Percent(50)) ScheduleRecoveryFaults(recovery_us);
-    if (options_.planted_bug == PlantedBug::kErrorAsAbsent) {
-      // The bug needs a read error where recovery looks for the ledger's end.
-      sim_.After(recovery_us, "read errors during recovery", [this] {
-        for (size_t i = 0; i < nodes_.size(); ++i) {
-          if (sim_.random().Percent(50)) InjectReadErrors(i);
-        }
-      });
-    }
-    fault_end_us_ = std::max(last_append_us, recovery_us) + random.Range(20'000, 100'000);
   }
 
   // The moment that tells most: the writer's adds to a node held up from a little before the
