@@ -439,6 +439,7 @@ class SeedRun {
                recovery.started_us, kSettleUs);
         }
       }
+      ReadBack();  // What the record says now, for the checker.
       return;
     }
     const bool closed = std::any_of(history_.recoveries.begin(), history_.recoveries.end(),
@@ -448,6 +449,7 @@ class SeedRun {
       StartRecovery(kRecovery1, 0, "recovery-1 on the healed cluster");
       if (!sim_.RunUntil([this] { return RecoveriesFinished(); }, sim_.now_us() + kSettleUs)) {
         Fail("a recovery on the healed cluster had not finished after %dus", kSettleUs);
+        ReadBack();
         return;
       }
     }
