@@ -19,9 +19,14 @@
 // serializes what changes that ledger here (Add, Fence, Close, Delete) and owns its local
 // writers; it is taken before `mu_` and is held over the local store's blocking calls, so that
 // the ledger's batches are appended in the order of the Add calls and a fence never races an
-// append. Append completions take only `mu_`. So `done` may run on the thread of a local store
-// call made for another ledger while that ledger's `op_mu` is held: a `done` must not call back
-// into this ReplicaStore.
+// append. Append completions take only `mu_`. An answer (`done`) is never given with either
+// lock held: one given on a thread that holds an `op_mu` (an add refused or a resend answered
+// at once, an append the local store fails at once, which it answers on the appending thread,
+// or another append's completion run by a thread that appends and waits) is deferred until the
+// thread lets go of it (DeferAnswers), so that such a `done` may call back into the
+// ReplicaStore. A `done` run by the local store's own thread has the local store's callback
+// rules: quick, and never waiting for that store (a Fence from there would wait for the very
+// append that is completing).
 #include "cairn/replica_store.h"
 
 #include <algorithm>
@@ -101,6 +106,41 @@ struct ReplicaLedger {
   }
 };
 
+// While one lives on a thread, answers given on that thread wait for its destruction. Declared
+// before the MutexLock of an `op_mu`, it runs them after the lock is let go. Nested ones leave
+// the answers to the outermost.
+class DeferAnswers {
+ public:
+  DeferAnswers() {
+    if (queue_ == nullptr) queue_ = &answers_;
+  }
+  ~DeferAnswers() {
+    if (queue_ != &answers_) return;
+    queue_ = nullptr;
+    // Each answer runs with no deferral in place: one that calls back into the ReplicaStore
+    // defers its own answers in its own scope.
+    for (auto& answer : answers_) answer();
+  }
+  DeferAnswers(const DeferAnswers&) = delete;
+  DeferAnswers& operator=(const DeferAnswers&) = delete;
+
+  // Runs `answer` now, or when the outermost DeferAnswers on this thread ends.
+  static void Give(std::function<void()> answer) {
+    if (queue_ == nullptr) return answer();
+    queue_->push_back(std::move(answer));
+  }
+
+ private:
+  static thread_local std::vector<std::function<void()>>* queue_;
+  std::vector<std::function<void()>> answers_;
+};
+
+thread_local std::vector<std::function<void()>>* DeferAnswers::queue_ = nullptr;
+
+void Answer(Done done, absl::Status status) {
+  DeferAnswers::Give([done = std::move(done), status = std::move(status)]() { done(status); });
+}
+
 uint64_t MaxLac(uint64_t known, uint64_t told) {
   if (known == kNoEntry) return told;
   if (told == kNoEntry) return known;
@@ -147,6 +187,7 @@ class ReplicaStoreImpl final : public ReplicaStore {
       for (auto& [id, ledger] : ledgers_) ledgers.push_back(ledger);
     }
     for (auto& ledger : ledgers) {
+      DeferAnswers defer;
       MutexLock op(ledger->op_mu);
       ledger->writers.clear();
     }
@@ -289,6 +330,7 @@ absl::Status ReplicaStoreImpl::EnterLimbo() {
     }
   }
   for (auto& ledger : ledgers) {
+    DeferAnswers defer;
     MutexLock op(ledger->op_mu);
     bool limbo;
     {
@@ -483,6 +525,7 @@ void ReplicaStoreImpl::Add(const ReplicaAdd& add, Done done) {
   const uint64_t first = view->base_entry_id();
   const uint64_t last = view->last_entry_id();
 
+  DeferAnswers defer;
   std::shared_ptr<ReplicaLedger> ledger = FindOrAdd(add.ledger_id);
   MutexLock op(ledger->op_mu);
   AddPlan plan;
@@ -492,7 +535,7 @@ void ReplicaStoreImpl::Add(const ReplicaAdd& add, Done done) {
   }
   switch (plan.kind) {
     case AddPlan::Kind::kAnswer:
-      return done(plan.status);
+      return Answer(std::move(done), plan.status);
     case AddPlan::Kind::kQueued:
       return;
     case AddPlan::Kind::kCheckHeld:
@@ -501,7 +544,7 @@ void ReplicaStoreImpl::Add(const ReplicaAdd& add, Done done) {
       absl::StatusOr<std::shared_ptr<Range>> range = NewRange(
           *ledger, plan.local_id, ReplicaHeader{.ledger_id = add.ledger_id, .first_entry_id = first},
           /*keep_writer=*/true);
-      if (!range.ok()) return done(range.status());
+      if (!range.ok()) return Answer(std::move(done), range.status());
       MutexLock lock(mu_);
       (*range)->end_entry_id = last + 1;
       (*range)->in_flight[first] = InFlight{.last_entry_id = last, .resends = {}};
@@ -523,7 +566,7 @@ void ReplicaStoreImpl::Add(const ReplicaAdd& add, Done done) {
         range->in_flight.erase(first);
         range->end_entry_id = range->durable_end_entry_id;
       }
-      return done(opened.status());
+      return Answer(std::move(done), opened.status());
     }
     writer = std::move(*opened);
   }
@@ -565,8 +608,8 @@ void ReplicaStoreImpl::OnAppended(const std::shared_ptr<Range>& range, uint64_t 
       if (range->in_flight.empty()) range->failing = false;
     }
   }
-  done(status);
-  for (Done& resend : resends) resend(status);
+  Answer(std::move(done), status);
+  for (Done& resend : resends) Answer(std::move(resend), status);
 }
 
 void ReplicaStoreImpl::CheckHeld(const Range& range, uint64_t first, uint64_t last, Done done) {
@@ -580,12 +623,13 @@ void ReplicaStoreImpl::CheckHeld(const Range& range, uint64_t first, uint64_t la
     local_last = range.LocalEntry(last);
   }
   absl::StatusOr<std::pair<uint64_t, uint64_t>> held = LocalBatchAt(local_id, local_first);
-  if (!held.ok()) return done(held.status());
+  if (!held.ok()) return Answer(std::move(done), held.status());
   if (held->first != local_first || held->second != local_last) {
-    return done(absl::InvalidArgumentError(absl::StrFormat(
-        "batch [%d, %d] is held here, but not as one batch", first, last)));
+    return Answer(std::move(done),
+                  absl::InvalidArgumentError(absl::StrFormat(
+                      "batch [%d, %d] is held here, but not as one batch", first, last)));
   }
-  done(absl::OkStatus());  // A resend of a batch held durably.
+  Answer(std::move(done), absl::OkStatus());  // A resend of a batch held durably.
 }
 
 // ---- read -----------------------------------------------------------------------------------
@@ -682,6 +726,7 @@ ReplicaRead ReplicaStoreImpl::Read(uint64_t ledger_id, uint64_t entry_id, bool f
 // ---- fence, LAC, close, delete --------------------------------------------------------------
 
 absl::StatusOr<uint64_t> ReplicaStoreImpl::Fence(uint64_t ledger_id) {
+  DeferAnswers defer;
   std::shared_ptr<ReplicaLedger> ledger = FindOrAdd(ledger_id);
   MutexLock op(ledger->op_mu);
   CAIRN_RETURN_IF_ERROR(FenceLedger(*ledger));
@@ -732,6 +777,7 @@ absl::Status ReplicaStoreImpl::SealRange(Range& range, uint64_t last_entry_id) {
 }
 
 absl::Status ReplicaStoreImpl::Close(uint64_t ledger_id, uint64_t last_entry_id) {
+  DeferAnswers defer;
   std::shared_ptr<ReplicaLedger> ledger = FindOrAdd(ledger_id);
   MutexLock op(ledger->op_mu);
   std::vector<std::shared_ptr<Range>> data;
@@ -769,6 +815,7 @@ absl::Status ReplicaStoreImpl::Close(uint64_t ledger_id, uint64_t last_entry_id)
 absl::Status ReplicaStoreImpl::Delete(uint64_t ledger_id) {
   std::shared_ptr<ReplicaLedger> ledger = Find(ledger_id);
   if (ledger == nullptr) return absl::OkStatus();
+  DeferAnswers defer;
   MutexLock op(ledger->op_mu);
   std::vector<std::shared_ptr<Range>> ranges;
   {

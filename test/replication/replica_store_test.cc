@@ -5,8 +5,11 @@
 // of a read.
 #include "cairn/replica_store.h"
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <future>
+#include <thread>
+#include <vector>
 #include <memory>
 #include <string>
 
@@ -268,6 +271,9 @@ TEST_CASE("replica store: a fence refuses ordinary adds, durably, and takes reco
   for (uint64_t e = 0; e < 8; ++e) {
     REQUIRE(OutcomeOf(node.replicas(), 4, e) == ReadOutcome::kPresent);
   }
+  // A recovery writing back entries the node held before the fence: held already.
+  REQUIRE(AddAndWait(node.replicas(), MakeAdd(4, 0, 2, /*recovery=*/true)).ok());
+  REQUIRE(absl::IsInvalidArgument(AddAndWait(node.replicas(), MakeAdd(4, 1, 2, true))));
   // A second recovery fences the first one's range too.
   REQUIRE(node.replicas().Fence(4).ok());
   const ReplicaAdd second = MakeAdd(4, 8, 1, /*recovery=*/true);
@@ -421,6 +427,69 @@ TEST_CASE("replica store: Delete removes every range of a ledger", "[replica]") 
   // A ledger of the same id starts afresh.
   REQUIRE(AddAndWait(node.replicas(), MakeAdd(11, 0, 1)).ok());
   REQUIRE(OutcomeOf(node.replicas(), 11, 0) == ReadOutcome::kPresent);
+}
+
+TEST_CASE("replica store: an answer given at once may call back into the replica store",
+          "[replica]") {
+  Node node;
+  REQUIRE(node.replicas().Fence(15).ok());
+  // Refused at once: the answer comes while the add is being handled, and adds again.
+  std::promise<absl::Status> inner;
+  absl::Status outer;
+  node.replicas().Add(MakeAdd(15, 0, 1), [&](absl::Status status) {
+    outer = status;
+    node.replicas().Add(MakeAdd(15, 0, 1, /*recovery=*/true),
+                        [&](absl::Status s) { inner.set_value(s); });
+  });
+  REQUIRE(inner.get_future().get().ok());
+  REQUIRE(absl::IsFailedPrecondition(outer));
+  // A resend of a held batch is answered on the caller's thread too.
+  std::promise<absl::Status> resent;
+  node.replicas().Add(MakeAdd(15, 0, 1, /*recovery=*/true), [&](absl::Status status) {
+    REQUIRE(status.ok());
+    node.replicas().Add(MakeAdd(15, 0, 1, /*recovery=*/true),
+                        [&](absl::Status s) { resent.set_value(s); });
+  });
+  REQUIRE(resent.get_future().get().ok());
+}
+
+TEST_CASE("replica store: concurrent adds, reads and fences keep every ledger's batches in order",
+          "[replica]") {
+  Node node;
+  constexpr int kLedgers = 4;
+  constexpr int kBatches = 60;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int l = 0; l < kLedgers; ++l) {
+    threads.emplace_back([&, ledger = uint64_t(100 + l)] {
+      // Pipelined: every batch is sent before the first is answered.
+      std::vector<std::promise<absl::Status>> answers(kBatches);
+      for (int b = 0; b < kBatches; ++b) {
+        node.replicas().Add(MakeAdd(ledger, 2 * b, 2, false, b == 0 ? kNoEntry : 2 * b - 1),
+                            [&answers, b](absl::Status s) { answers[b].set_value(s); });
+      }
+      for (auto& answer : answers) failures += !answer.get_future().get().ok();
+    });
+  }
+  threads.emplace_back([&] {
+    // Meanwhile: reads (any answer but unknown) and a fence of a ledger of its own.
+    for (int i = 0; i < 200; ++i) {
+      const ReplicaRead read = node.replicas().Read(100 + i % kLedgers, i % (2 * kBatches), false);
+      failures += read.outcome == ReadOutcome::kUnknown;
+      if (i == 100) failures += !node.replicas().Fence(200).ok();
+    }
+  });
+  for (std::thread& thread : threads) thread.join();
+  REQUIRE(failures == 0);
+  node.Reopen();
+  for (uint64_t ledger = 100; ledger < 100 + kLedgers; ++ledger) {
+    const ReplicaInfo info = Unwrap(node.replicas().Info(ledger));
+    REQUIRE(info.ranges.size() == 1);
+    REQUIRE(info.ranges[0].end_entry_id == 2 * kBatches);
+    for (uint64_t b = 0; b < kBatches; ++b) {
+      RequireServes(node.replicas(), ledger, 2 * b + 1, MakeBatch(ledger, 2 * b, 2));
+    }
+  }
 }
 
 TEST_CASE("replica store: List gives the ledgers held, ascending", "[replica]") {
