@@ -777,8 +777,10 @@ absl::Status ReplicaStoreImpl::SealRange(Range& range, uint64_t last_entry_id) {
 }
 
 absl::Status ReplicaStoreImpl::Close(uint64_t ledger_id, uint64_t last_entry_id) {
+  // Nothing held, nothing to seal: the closed state lives in the local ledgers' seals only.
+  std::shared_ptr<ReplicaLedger> ledger = Find(ledger_id);
+  if (ledger == nullptr) return absl::OkStatus();
   DeferAnswers defer;
-  std::shared_ptr<ReplicaLedger> ledger = FindOrAdd(ledger_id);
   MutexLock op(ledger->op_mu);
   std::vector<std::shared_ptr<Range>> data;
   std::vector<std::shared_ptr<Range>> markers;
