@@ -262,8 +262,8 @@ absl::StatusOr<ReplicaHeader> ReplicaStoreImpl::ReadHeader(uint64_t local_id) {
 }
 
 absl::Status ReplicaStoreImpl::Load() {
-  const bool may_have_lost = !store_->acknowledged_means_durable() &&
-                             !store_->recovery_report().clean_shutdown;
+  const bool may_have_lost =
+      !store_->acknowledged_means_durable() && !store_->recovery_report().clean_shutdown;
   MutexLock lock(mu_);  // Nobody else sees this store yet: held for the annotations' sake.
   for (uint64_t local_id : store_->ListLedgers()) {
     if (local_id < kReplicaLocalIdBase) continue;
@@ -276,8 +276,9 @@ absl::Status ReplicaStoreImpl::Load() {
       // nothing. Which ledger it was for cannot be known; if the store may have lost
       // acknowledged appends, that ledger's lost entries cannot be put in limbo.
       options_.log(may_have_lost ? LogLevel::kWarning : LogLevel::kInfo,
-                   absl::StrCat(context, " has no header: removed (a range being created when the "
-                                         "node stopped",
+                   absl::StrCat(context,
+                                " has no header: removed (a range being created when the "
+                                "node stopped",
                                 may_have_lost ? "; entries it held may be lost)" : ")"));
       CAIRN_RETURN_IF_ERROR(WithContext(store_->DeleteLedger(local_id), context));
       continue;
@@ -344,10 +345,10 @@ absl::Status ReplicaStoreImpl::EnterLimbo() {
       // The marker first: from the moment it is durable, L is fenced and in limbo here.
       CAIRN_ASSIGN_OR_RETURN(
           std::shared_ptr<Range> marker,
-          NewRange(*ledger, ReserveLocalId(),
-                   ReplicaHeader{.ledger_id = ledger->id, .first_entry_id = 0,
-                                 .limbo_marker = true},
-                   /*keep_writer=*/false));
+          NewRange(
+              *ledger, ReserveLocalId(),
+              ReplicaHeader{.ledger_id = ledger->id, .first_entry_id = 0, .limbo_marker = true},
+              /*keep_writer=*/false));
       CAIRN_RETURN_IF_ERROR(store_->Fence(marker->local_id).status());
       MutexLock lock(mu_);
       marker->fenced = true;
@@ -379,12 +380,11 @@ uint64_t ReplicaStoreImpl::ReserveLocalId() {
 }
 
 absl::StatusOr<std::shared_ptr<Range>> ReplicaStoreImpl::NewRange(ReplicaLedger& ledger,
-                                                                   uint64_t local_id,
-                                                                   const ReplicaHeader& header,
-                                                                   bool keep_writer) {
-  const std::string context =
-      absl::StrCat("starting a range of replicated ledger ", ledger.id, " in local ledger ",
-                   local_id);
+                                                                  uint64_t local_id,
+                                                                  const ReplicaHeader& header,
+                                                                  bool keep_writer) {
+  const std::string context = absl::StrCat("starting a range of replicated ledger ", ledger.id,
+                                           " in local ledger ", local_id);
   CAIRN_RETURN_IF_ERROR(WithContext(store_->CreateLedger(local_id).status(), context));
   BatchBuilder batch;
   CAIRN_RETURN_IF_ERROR(internal::AddReplicaHeaderEntry(header, batch));
@@ -434,10 +434,9 @@ absl::Status ReplicaStoreImpl::FenceLedger(ReplicaLedger& ledger) {
   if (holds_nothing) {
     // An empty fenced range records the fence durably, so that the ledger's first ordinary add
     // is refused also after a restart.
-    CAIRN_ASSIGN_OR_RETURN(
-        std::shared_ptr<Range> range,
-        NewRange(ledger, ReserveLocalId(), ReplicaHeader{.ledger_id = ledger.id},
-                 /*keep_writer=*/false));
+    CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<Range> range,
+                           NewRange(ledger, ReserveLocalId(), ReplicaHeader{.ledger_id = ledger.id},
+                                    /*keep_writer=*/false));
     to_fence.push_back(std::move(range));
   }
   for (const auto& range : to_fence) {
@@ -452,13 +451,13 @@ absl::Status ReplicaStoreImpl::FenceLedger(ReplicaLedger& ledger) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::pair<uint64_t, uint64_t>> ReplicaStoreImpl::LocalBatchAt(
-    uint64_t local_id, uint64_t local_entry) {
+absl::StatusOr<std::pair<uint64_t, uint64_t>> ReplicaStoreImpl::LocalBatchAt(uint64_t local_id,
+                                                                             uint64_t local_entry) {
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<LedgerReader> reader, store_->OpenReader(local_id));
   CAIRN_ASSIGN_OR_RETURN(ReadResult read, reader->Read(local_entry, ReadLimits{.max_entries = 1}));
   if (read.empty()) {
-    return absl::DataLossError(absl::StrCat("local ledger ", local_id, ": no batch at entry ",
-                                            local_entry));
+    return absl::DataLossError(
+        absl::StrCat("local ledger ", local_id, ": no batch at entry ", local_entry));
   }
   const BatchView& batch = read.batches()[0];
   return std::make_pair(batch.base_entry_id(), batch.last_entry_id());
@@ -519,8 +518,8 @@ void ReplicaStoreImpl::Add(const ReplicaAdd& add, Done done) {
         add.batch.size() - view->size_bytes(), " bytes follow the batch: send exactly one")));
   }
   if (view->ledger_id() != add.ledger_id) {
-    return done(absl::InvalidArgumentError(absl::StrCat(
-        "a batch of ledger ", view->ledger_id(), " sent for ledger ", add.ledger_id)));
+    return done(absl::InvalidArgumentError(
+        absl::StrCat("a batch of ledger ", view->ledger_id(), " sent for ledger ", add.ledger_id)));
   }
   const uint64_t first = view->base_entry_id();
   const uint64_t last = view->last_entry_id();
@@ -541,9 +540,10 @@ void ReplicaStoreImpl::Add(const ReplicaAdd& add, Done done) {
     case AddPlan::Kind::kCheckHeld:
       return CheckHeld(*plan.range, first, last, std::move(done));
     case AddPlan::Kind::kNewRange: {
-      absl::StatusOr<std::shared_ptr<Range>> range = NewRange(
-          *ledger, plan.local_id, ReplicaHeader{.ledger_id = add.ledger_id, .first_entry_id = first},
-          /*keep_writer=*/true);
+      absl::StatusOr<std::shared_ptr<Range>> range =
+          NewRange(*ledger, plan.local_id,
+                   ReplicaHeader{.ledger_id = add.ledger_id, .first_entry_id = first},
+                   /*keep_writer=*/true);
       if (!range.ok()) return Answer(std::move(done), range.status());
       MutexLock lock(mu_);
       (*range)->end_entry_id = last + 1;
@@ -571,8 +571,8 @@ void ReplicaStoreImpl::Add(const ReplicaAdd& add, Done done) {
     writer = std::move(*opened);
   }
   writer->AppendAsync(std::span<const char>(add.batch),
-                      [this, range, first, last, done = std::move(done)](
-                          absl::StatusOr<AppendResult> result) mutable {
+                      [this, range, first, last,
+                       done = std::move(done)](absl::StatusOr<AppendResult> result) mutable {
                         OnAppended(range, first, last, result, std::move(done));
                       });
 }
@@ -635,8 +635,7 @@ void ReplicaStoreImpl::CheckHeld(const Range& range, uint64_t first, uint64_t la
 // ---- read -----------------------------------------------------------------------------------
 
 absl::StatusOr<std::string> ReplicaStoreImpl::ReadHeld(uint64_t ledger_id, uint64_t local_id,
-                                                       uint64_t first_entry_id,
-                                                       uint64_t entry_id) {
+                                                       uint64_t first_entry_id, uint64_t entry_id) {
   const uint64_t local_entry = entry_id - first_entry_id + 1;
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<LedgerReader> reader, store_->OpenReader(local_id));
   CAIRN_ASSIGN_OR_RETURN(ReadResult read, reader->Read(local_entry, ReadLimits{.max_entries = 1}));
@@ -651,8 +650,8 @@ absl::StatusOr<std::string> ReplicaStoreImpl::ReadHeld(uint64_t ledger_id, uint6
                                             " for entry ", local_entry));
   }
   std::string batch(local.bytes().data(), local.size_bytes());
-  CAIRN_RETURN_IF_ERROR(internal::StampBatch(std::span<char>(batch.data(), batch.size()),
-                                             ledger_id, local.base_entry_id() - 1 + first_entry_id,
+  CAIRN_RETURN_IF_ERROR(internal::StampBatch(std::span<char>(batch.data(), batch.size()), ledger_id,
+                                             local.base_entry_id() - 1 + first_entry_id,
                                              local.payload_hash()));
   // Verified after the restamp too: these are the bytes the reader will trust.
   CAIRN_ASSIGN_OR_RETURN(BatchView served, BatchView::Parse(batch));
@@ -668,8 +667,8 @@ ReplicaRead ReplicaStoreImpl::Read(uint64_t ledger_id, uint64_t entry_id, bool f
   auto unknown = [&](absl::Status status) {
     // The planted bug: an error is taken for "not here", which lets recovery end a ledger
     // before entries it acknowledged.
-    out.outcome = options_.planted_bug_error_as_absent ? ReadOutcome::kAbsent
-                                                       : ReadOutcome::kUnknown;
+    out.outcome =
+        options_.planted_bug_error_as_absent ? ReadOutcome::kAbsent : ReadOutcome::kUnknown;
     out.status = std::move(status);
     return std::move(out);
   };
@@ -698,9 +697,9 @@ ReplicaRead ReplicaStoreImpl::Read(uint64_t ledger_id, uint64_t entry_id, bool f
   if (holder == nullptr) {
     if (limbo) {
       out.outcome = ReadOutcome::kUnknown;
-      out.status = absl::UnavailableError(absl::StrCat(
-          "replicated ledger ", ledger_id, " is in limbo here: entry ", entry_id,
-          " may have been acknowledged and lost"));
+      out.status = absl::UnavailableError(absl::StrCat("replicated ledger ", ledger_id,
+                                                       " is in limbo here: entry ", entry_id,
+                                                       " may have been acknowledged and lost"));
       return out;
     }
     out.outcome = ReadOutcome::kAbsent;
@@ -771,8 +770,7 @@ absl::Status ReplicaStoreImpl::SealRange(Range& range, uint64_t last_entry_id) {
   CAIRN_RETURN_IF_ERROR(store_->SealFenced(local_id, seal_at).status());
   MutexLock lock(mu_);
   range.fenced = range.sealed = true;
-  range.end_entry_id = range.durable_end_entry_id =
-      first + (seal_at == kNoEntry ? 0 : seal_at);
+  range.end_entry_id = range.durable_end_entry_id = first + (seal_at == kNoEntry ? 0 : seal_at);
   return absl::OkStatus();
 }
 
@@ -792,10 +790,9 @@ absl::Status ReplicaStoreImpl::Close(uint64_t ledger_id, uint64_t last_entry_id)
   }
   DropWriters(*ledger);
   for (const auto& range : data) {
-    CAIRN_RETURN_IF_ERROR(WithContext(
-        SealRange(*range, last_entry_id),
-        absl::StrCat("closing replicated ledger ", ledger_id, " (local ledger ",
-                     range->local_id, ")")));
+    CAIRN_RETURN_IF_ERROR(WithContext(SealRange(*range, last_entry_id),
+                                      absl::StrCat("closing replicated ledger ", ledger_id,
+                                                   " (local ledger ", range->local_id, ")")));
   }
   {
     MutexLock lock(mu_);

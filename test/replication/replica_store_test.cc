@@ -8,10 +8,10 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <future>
-#include <thread>
-#include <vector>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "cairn/fault_injection.h"
 #include "cairn/io.h"
@@ -96,9 +96,12 @@ std::string MakeBatch(uint64_t ledger, uint64_t first, int count) {
   BatchBuilder batch;
   for (int i = 0; i < count; ++i) {
     const uint64_t entry = first + i;
-    const std::string value = "ledger " + std::to_string(ledger) + " entry " + std::to_string(entry);
-    REQUIRE(batch.Add({.key = "k" + std::to_string(entry), .value = value,
-                       .timestamp_us = static_cast<int64_t>(1000 + entry)})
+    const std::string value =
+        "ledger " + std::to_string(ledger) + " entry " + std::to_string(entry);
+    REQUIRE(batch
+                .Add({.key = "k" + std::to_string(entry),
+                      .value = value,
+                      .timestamp_us = static_cast<int64_t>(1000 + entry)})
                 .ok());
   }
   std::span<const char> bytes = Unwrap(batch.Finish(ledger, first));
@@ -281,9 +284,10 @@ TEST_CASE("replica store: a fence refuses ordinary adds, durably, and takes reco
   RequireServes(node.replicas(), 4, 8, second.batch);
 }
 
-TEST_CASE("replica store: a fence of a ledger never seen refuses its first add, after a restart "
-          "too",
-          "[replica]") {
+TEST_CASE(
+    "replica store: a fence of a ledger never seen refuses its first add, after a restart "
+    "too",
+    "[replica]") {
   Node node;
   REQUIRE(Unwrap(node.replicas().Fence(99)) == kNoEntry);
   REQUIRE(absl::IsFailedPrecondition(AddAndWait(node.replicas(), MakeAdd(99, 0, 1))));
@@ -319,9 +323,10 @@ TEST_CASE("replica store: a read error is unknown, never absent (unless the bug 
   RequireServes(node.replicas(), 5, 1, a.batch);
 }
 
-TEST_CASE("replica store: after an unclean shutdown of an async store, ledgers are in limbo "
-          "until closed",
-          "[replica]") {
+TEST_CASE(
+    "replica store: after an unclean shutdown of an async store, ledgers are in limbo "
+    "until closed",
+    "[replica]") {
   Node node(Durability::kAsync);
   const ReplicaAdd a = MakeAdd(6, 0, 2);
   const ReplicaAdd b = MakeAdd(6, 2, 2);
@@ -414,7 +419,8 @@ TEST_CASE("replica store: Delete removes every range of a ledger", "[replica]") 
   REQUIRE(AddAndWait(node.replicas(), MakeAdd(12, 0, 2)).ok());
   node.Crash(/*keep_all=*/true);  // Ledger 11 gets a limbo marker too.
   REQUIRE(Unwrap(node.replicas().Info(11)).limbo);
-  REQUIRE(ReplicaLocalLedgers(node.store()) == 5);  // 11: two ranges and a marker; 12: a range and a marker.
+  REQUIRE(ReplicaLocalLedgers(node.store()) ==
+          5);  // 11: two ranges and a marker; 12: a range and a marker.
   REQUIRE(node.replicas().Delete(11).ok());
   REQUIRE(node.replicas().Delete(11).ok());  // Nothing left: OK.
   REQUIRE(absl::IsNotFound(node.replicas().Info(11).status()));
@@ -549,10 +555,18 @@ TEST_CASE("replica store: a damaged range header fails Open with kDataLoss", "[r
     std::string value = internal::EncodeReplicaHeader({.ledger_id = 2, .first_entry_id = 0});
     std::optional<std::string> key = std::string(internal::kReplicaHeaderKey);
     switch (kind) {
-      case 0: value[9] ^= 1; break;  // The ledger id, under the record's checksum.
-      case 1: value = "not a header"; break;
-      case 2: key = std::nullopt; break;
-      case 3: REQUIRE(batch.Add({.key = std::nullopt, .value = "first"}).ok()); break;  // Two entries.
+      case 0:
+        value[9] ^= 1;
+        break;  // The ledger id, under the record's checksum.
+      case 1:
+        value = "not a header";
+        break;
+      case 2:
+        key = std::nullopt;
+        break;
+      case 3:
+        REQUIRE(batch.Add({.key = std::nullopt, .value = "first"}).ok());
+        break;  // Two entries.
     }
     REQUIRE(batch.Add({.key = key, .value = value}).ok());
     REQUIRE(writer->Append(batch).ok());
@@ -565,8 +579,8 @@ TEST_CASE("replica store: a damaged range header fails Open with kDataLoss", "[r
 
 TEST_CASE("replica store: the range header round-trips, and any flipped bit is damage",
           "[replica]") {
-  const internal::ReplicaHeader header{.ledger_id = 0x0102030405060708, .first_entry_id = 77,
-                                       .limbo_marker = true};
+  const internal::ReplicaHeader header{
+      .ledger_id = 0x0102030405060708, .first_entry_id = 77, .limbo_marker = true};
   const std::string value = internal::EncodeReplicaHeader(header);
   REQUIRE(value.size() == internal::kReplicaHeaderBytes);
   REQUIRE(Unwrap(internal::DecodeReplicaHeader(value)) == header);
