@@ -57,8 +57,7 @@ absl::Status Damaged(std::string_view what) {
   return absl::DataLossError(absl::StrCat("replicated ledger record: ", internal::Sv(what)));
 }
 absl::Status Impossible(std::string_view what) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("replicated ledger record: ", internal::Sv(what)));
+  return absl::InvalidArgumentError(absl::StrCat("replicated ledger record: ", internal::Sv(what)));
 }
 
 // Narrows a count or length to its 32-bit field. Larger values cannot come from a record that
@@ -77,9 +76,10 @@ absl::Status CheckFragment(const ReplicatedLedgerRecord& record, size_t index) {
   for (size_t i = 0; i < fragment.nodes.size(); ++i) {
     const std::string& node = fragment.nodes[i];
     if (node.empty() || node.size() > kMaxNodeAddressBytes) {
-      return Impossible(absl::StrFormat("fragment %d: node %d has an address of %d bytes, not "
-                                        "1..%d",
-                                        index, i, node.size(), kMaxNodeAddressBytes));
+      return Impossible(
+          absl::StrFormat("fragment %d: node %d has an address of %d bytes, not "
+                          "1..%d",
+                          index, i, node.size(), kMaxNodeAddressBytes));
     }
     // E is at most kMaxEnsembleSize: the quadratic search is cheaper than a set.
     for (size_t j = 0; j < i; ++j) {
@@ -98,9 +98,9 @@ absl::Status ValidateReplicationConfig(const ReplicationConfig& config) {
   const uint32_t qw = config.write_quorum;
   const uint32_t qa = config.ack_quorum;
   if (!(kMaxEnsembleSize >= e && e >= qw && qw >= qa && qa >= 1)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "replication config E=%d Qw=%d Qa=%d: needs %d >= E >= Qw >= Qa >= 1", e, qw, qa,
-        kMaxEnsembleSize));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("replication config E=%d Qw=%d Qa=%d: needs %d >= E >= Qw >= Qa >= 1", e,
+                        qw, qa, kMaxEnsembleSize));
   }
   if (e != qw) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -145,8 +145,8 @@ absl::Status CheckReplicatedLedgerRecord(const ReplicatedLedgerRecord& record) {
         absl::StrFormat("state %d is none of the three", static_cast<int>(record.state)));
   }
   if (record.fragments.empty() || record.fragments.size() > kMaxFragments) {
-    return Impossible(absl::StrFormat("%d fragments, not 1..%d", record.fragments.size(),
-                                      kMaxFragments));
+    return Impossible(
+        absl::StrFormat("%d fragments, not 1..%d", record.fragments.size(), kMaxFragments));
   }
   if (record.fragments.front().first_entry_id != 0) {
     return Impossible(absl::StrFormat("the first fragment starts at entry %d, not 0",
@@ -154,9 +154,9 @@ absl::Status CheckReplicatedLedgerRecord(const ReplicatedLedgerRecord& record) {
   }
   for (size_t i = 0; i < record.fragments.size(); ++i) {
     if (i > 0 && record.fragments[i].first_entry_id <= record.fragments[i - 1].first_entry_id) {
-      return Impossible(absl::StrFormat("fragment %d starts at entry %d, not after fragment %d's %d",
-                                        i, record.fragments[i].first_entry_id, i - 1,
-                                        record.fragments[i - 1].first_entry_id));
+      return Impossible(absl::StrFormat(
+          "fragment %d starts at entry %d, not after fragment %d's %d", i,
+          record.fragments[i].first_entry_id, i - 1, record.fragments[i - 1].first_entry_id));
     }
     CAIRN_RETURN_IF_ERROR(CheckFragment(record, i));
   }
@@ -165,9 +165,9 @@ absl::Status CheckReplicatedLedgerRecord(const ReplicatedLedgerRecord& record) {
     const uint64_t end = record.last_entry_id + 1;
     const uint64_t last_first = record.fragments.back().first_entry_id;
     if (end < last_first) {
-      return Impossible(absl::StrFormat(
-          "closed at entry %d, before the last fragment's first entry %d minus one",
-          static_cast<int64_t>(record.last_entry_id), last_first));
+      return Impossible(
+          absl::StrFormat("closed at entry %d, before the last fragment's first entry %d minus one",
+                          static_cast<int64_t>(record.last_entry_id), last_first));
     }
   }
   return absl::OkStatus();
@@ -243,8 +243,8 @@ absl::StatusOr<ReplicatedLedgerRecord> DecodeReplicatedLedgerRecord(std::string_
   }
   size_t offset = kLedgerRecordHeaderBytes;
   if (fragment_count > (bytes.size() - offset) / kLedgerRecordFragmentFixedBytes) {
-    return Damaged(absl::StrFormat("%d fragments cannot fit in its %d bytes", fragment_count,
-                                   bytes.size()));
+    return Damaged(
+        absl::StrFormat("%d fragments cannot fit in its %d bytes", fragment_count, bytes.size()));
   }
   record.fragments.reserve(fragment_count);
   for (uint32_t f = 0; f < fragment_count; ++f) {
@@ -268,9 +268,10 @@ absl::StatusOr<ReplicatedLedgerRecord> DecodeReplicatedLedgerRecord(std::string_
       const uint32_t length = DecodeFixed32(p + offset);
       offset += kLedgerRecordAddressLengthBytes;
       if (length > kMaxNodeAddressBytes) {
-        return Impossible(absl::StrFormat("fragment %d: node %d has an address of %d bytes, over "
-                                          "the limit of %d",
-                                          f, n, length, kMaxNodeAddressBytes));
+        return Impossible(
+            absl::StrFormat("fragment %d: node %d has an address of %d bytes, over "
+                            "the limit of %d",
+                            f, n, length, kMaxNodeAddressBytes));
       }
       if (bytes.size() - offset < length) {
         return Damaged(absl::StrFormat("fragment %d: node %d's address at offset %d is truncated",

@@ -16,8 +16,7 @@ absl::StatusOr<VersionedLedgerRecord> ReadLedgerRecord(MetadataStore& metadata,
   CAIRN_ASSIGN_OR_RETURN(VersionedValue value, metadata.Get(key));
   absl::StatusOr<ReplicatedLedgerRecord> record = DecodeReplicatedLedgerRecord(value.value);
   if (!record.ok()) {
-    return absl::Status(record.status().code(),
-                        absl::StrCat(key, ": ", record.status().message()));
+    return absl::Status(record.status().code(), absl::StrCat(key, ": ", record.status().message()));
   }
   // A record stored under another ledger's key is as damaged as one that fails its checksum.
   if (record->ledger_id != ledger_id) {
@@ -32,8 +31,8 @@ absl::StatusOr<uint64_t> WriteLedgerRecord(MetadataStore& metadata,
                                            uint64_t expected_version) {
   // Checked before writing, so that a record no reader would accept is never stored.
   CAIRN_RETURN_IF_ERROR(CheckReplicatedLedgerRecord(record));
-  return metadata.Put(ReplicatedLedgerKey(record.ledger_id),
-                      EncodeReplicatedLedgerRecord(record), expected_version);
+  return metadata.Put(ReplicatedLedgerKey(record.ledger_id), EncodeReplicatedLedgerRecord(record),
+                      expected_version);
 }
 
 }  // namespace cairn::internal

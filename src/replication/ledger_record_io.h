@@ -20,8 +20,7 @@ struct VersionedLedgerRecord {
 
 // Get + decode. kNotFound if absent; decode errors as DecodeReplicatedLedgerRecord (annotated
 // with the key); the store's own errors as they are.
-absl::StatusOr<VersionedLedgerRecord> ReadLedgerRecord(MetadataStore& metadata,
-                                                       uint64_t ledger_id);
+absl::StatusOr<VersionedLedgerRecord> ReadLedgerRecord(MetadataStore& metadata, uint64_t ledger_id);
 
 // Encode + Put(key, bytes, expected_version) (kNewKey to create). Returns the new version; the
 // store's kAborted on a version mismatch. A record that breaks a rule of the record

@@ -102,10 +102,9 @@ class EntryRead : public std::enable_shared_from_this<EntryRead> {
     const std::string& node = nodes_[(entry_id_ + index) % nodes_.size()];
     attempts_.push_back({.node = node});
     auto self = shared_from_this();
-    state_->env->Node(node)->Read(state_->ledger_id, entry_id_, /*fence=*/false,
-                                  [self, index](ReplicaRead answer) {
-                                    self->OnAnswer(index, std::move(answer));
-                                  });
+    state_->env->Node(node)->Read(
+        state_->ledger_id, entry_id_, /*fence=*/false,
+        [self, index](ReplicaRead answer) { self->OnAnswer(index, std::move(answer)); });
     state_->env->After(state_->options.read_timeout_us, [self, index] { self->OnTimeout(index); });
     state_->env->After(state_->options.speculative_read_us,
                        [self, index] { self->OnSpeculativeDelay(index); });
@@ -123,8 +122,8 @@ class EntryRead : public std::enable_shared_from_this<EntryRead> {
       // A late answer after a timeout is still taken if it is good, but a bad one was already
       // counted when the attempt timed out.
       if (attempts_[index].ended) return;
-      Fail(index, verified.code() == absl::StatusCode::kDataLoss ? Failure::kDamaged
-                                                                 : Failure::kUnknown,
+      Fail(index,
+           verified.code() == absl::StatusCode::kDataLoss ? Failure::kDamaged : Failure::kUnknown,
            absl::StrCat(node, ": ", verified.ToString()));
       return;
     }
@@ -132,7 +131,8 @@ class EntryRead : public std::enable_shared_from_this<EntryRead> {
     if (answer.outcome == ReadOutcome::kAbsent) {
       Fail(index, Failure::kAbsent, absl::StrCat(node, ": absent"));
     } else {
-      Fail(index, Failure::kUnknown, absl::StrCat(node, ": unknown (", answer.status.ToString(), ")"));
+      Fail(index, Failure::kUnknown,
+           absl::StrCat(node, ": unknown (", answer.status.ToString(), ")"));
     }
   }
 
@@ -156,15 +156,15 @@ class EntryRead : public std::enable_shared_from_this<EntryRead> {
     absl::StatusOr<BatchView> view = BatchView::Parse(std::span<const char>(batch));
     if (!view.ok()) return view.status();
     if (view->size_bytes() != batch.size()) {
-      return absl::DataLossError(absl::StrFormat("%d bytes after the batch",
-                                                 batch.size() - view->size_bytes()));
+      return absl::DataLossError(
+          absl::StrFormat("%d bytes after the batch", batch.size() - view->size_bytes()));
     }
     if (view->ledger_id() != state_->ledger_id || view->base_entry_id() > entry_id_ ||
         view->last_entry_id() < entry_id_) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "a batch of ledger %d, entries %d..%d, asked for entry %d of ledger %d",
-          view->ledger_id(), view->base_entry_id(), view->last_entry_id(), entry_id_,
-          state_->ledger_id));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("a batch of ledger %d, entries %d..%d, asked for entry %d of ledger %d",
+                          view->ledger_id(), view->base_entry_id(), view->last_entry_id(),
+                          entry_id_, state_->ledger_id));
     }
     return absl::OkStatus();
   }
@@ -218,8 +218,7 @@ class EntryRead : public std::enable_shared_from_this<EntryRead> {
 // once all have answered or read_timeout_us has passed.
 class LacRefresh : public std::enable_shared_from_this<LacRefresh> {
  public:
-  LacRefresh(std::shared_ptr<ReaderState> state,
-             std::function<void(absl::StatusOr<uint64_t>)> done)
+  LacRefresh(std::shared_ptr<ReaderState> state, std::function<void(absl::StatusOr<uint64_t>)> done)
       : state_(std::move(state)),
         nodes_(state_->record.fragments.back().nodes),
         done_(std::move(done)) {}
@@ -227,10 +226,9 @@ class LacRefresh : public std::enable_shared_from_this<LacRefresh> {
   void Start() {
     auto self = shared_from_this();
     for (const std::string& node : nodes_) {
-      state_->env->Node(node)->ReadLac(state_->ledger_id,
-                                       [self, node](absl::StatusOr<uint64_t> lac) {
-                                         self->OnAnswer(node, std::move(lac));
-                                       });
+      state_->env->Node(node)->ReadLac(
+          state_->ledger_id,
+          [self, node](absl::StatusOr<uint64_t> lac) { self->OnAnswer(node, std::move(lac)); });
     }
     state_->env->After(state_->options.read_timeout_us, [self] { self->Finish(); });
   }
@@ -292,9 +290,9 @@ class ReplicatedReaderImpl final : public ReplicatedReader {
     if (last == kNoEntry || entry_id > last) {
       const std::string bound =
           last == kNoEntry ? std::string("none") : absl::StrCat("up to ", last);
-      absl::Status out_of_range = absl::OutOfRangeError(absl::StrFormat(
-          "ledger %d entry %d: past what may be read (%s, %s)", state_->ledger_id, entry_id,
-          bound, Sv(ReplicatedLedgerStateName(state_->record.state))));
+      absl::Status out_of_range = absl::OutOfRangeError(
+          absl::StrFormat("ledger %d entry %d: past what may be read (%s, %s)", state_->ledger_id,
+                          entry_id, bound, Sv(ReplicatedLedgerStateName(state_->record.state))));
       Deliver(state_, [done = std::move(done), out_of_range] { done(out_of_range); });
       return;
     }

@@ -24,13 +24,13 @@
 
 namespace {
 
-#define FUZZ_CHECK(condition)                                                                 \
-  do {                                                                                        \
-    if (!(condition)) {                                                                       \
-      std::fprintf(stderr, "ledger_record_decoder_fuzz: check failed at line %d: %s\n",       \
-                   __LINE__, #condition);                                                     \
-      __builtin_trap();                                                                       \
-    }                                                                                         \
+#define FUZZ_CHECK(condition)                                                                     \
+  do {                                                                                            \
+    if (!(condition)) {                                                                           \
+      std::fprintf(stderr, "ledger_record_decoder_fuzz: check failed at line %d: %s\n", __LINE__, \
+                   #condition);                                                                   \
+      __builtin_trap();                                                                           \
+    }                                                                                             \
   } while (false)
 
 constexpr size_t kChecksumBytes = 8;
@@ -59,8 +59,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The same bytes with a checksum that matches them.
   if (size < kChecksumBytes) return 0;
   std::string fixed(input);
-  cairn::internal::EncodeFixed64(
-      fixed.data(), XXH3_64bits(fixed.data() + kChecksumBytes, size - kChecksumBytes));
+  cairn::internal::EncodeFixed64(fixed.data(),
+                                 XXH3_64bits(fixed.data() + kChecksumBytes, size - kChecksumBytes));
   CheckDecode(fixed);
   return 0;
 }

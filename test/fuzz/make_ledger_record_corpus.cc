@@ -37,10 +37,9 @@ ReplicatedLedgerRecord ThreeNodes() {
   ReplicatedLedgerRecord record;
   record.ledger_id = 42;
   record.config = {.ensemble_size = 3, .write_quorum = 3, .ack_quorum = 2};
-  record.fragments = {{.first_entry_id = 0, .nodes = {"10.0.0.1:7000", "10.0.0.2:7000",
-                                                      "10.0.0.3:7000"}},
-                      {.first_entry_id = 1000, .nodes = {"10.0.0.1:7000", "10.0.0.4:7000",
-                                                         "10.0.0.3:7000"}}};
+  record.fragments = {
+      {.first_entry_id = 0, .nodes = {"10.0.0.1:7000", "10.0.0.2:7000", "10.0.0.3:7000"}},
+      {.first_entry_id = 1000, .nodes = {"10.0.0.1:7000", "10.0.0.4:7000", "10.0.0.3:7000"}}};
   record.created_us = 1'700'000'000'000'000;
   return record;
 }

@@ -77,9 +77,8 @@ std::vector<ReplicatedLedgerRecord> VariedRecords() {
   // The widest record the limits allow in every dimension but the fragment count.
   ReplicatedLedgerRecord wide;
   wide.ledger_id = 7;
-  wide.config = {.ensemble_size = kMaxEnsembleSize,
-                 .write_quorum = kMaxEnsembleSize,
-                 .ack_quorum = 1};
+  wide.config = {
+      .ensemble_size = kMaxEnsembleSize, .write_quorum = kMaxEnsembleSize, .ack_quorum = 1};
   for (uint64_t f = 0; f < 20; ++f) {
     Fragment fragment{.first_entry_id = f * 1000, .nodes = {}};
     for (uint32_t n = 0; n < kMaxEnsembleSize; ++n) {
@@ -206,8 +205,9 @@ TEST_CASE("ledger record: config validation", "[replication]") {
   CHECK_FALSE(valid(2, 3, 2));  // Qw > E
   CHECK_FALSE(valid(3, 2, 2));  // striping
   CHECK_FALSE(valid(kMaxEnsembleSize + 1, kMaxEnsembleSize + 1, 2));
-  CHECK(ValidateReplicationConfig({.ensemble_size = 3, .write_quorum = 2, .ack_quorum = 2})
-            .code() == StatusCode::kInvalidArgument);
+  CHECK(
+      ValidateReplicationConfig({.ensemble_size = 3, .write_quorum = 2, .ack_quorum = 2}).code() ==
+      StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("ledger record: FragmentFor picks the last fragment starting at or before the entry",
@@ -288,8 +288,7 @@ TEST_CASE("ledger record io: damaged bytes and a record under another key are da
   REQUIRE(metadata.store().Put(ReplicatedLedgerKey(1), bytes, kNewKey).ok());
   auto damaged = ReadLedgerRecord(metadata.store(), 1);
   CHECK(CodeOf(damaged) == StatusCode::kDataLoss);
-  CHECK(std::string(damaged.status().message()).find(ReplicatedLedgerKey(1)) !=
-        std::string::npos);
+  CHECK(std::string(damaged.status().message()).find(ReplicatedLedgerKey(1)) != std::string::npos);
 
   REQUIRE(metadata.store()
               .Put(ReplicatedLedgerKey(2), EncodeReplicatedLedgerRecord(record), kNewKey)

@@ -255,9 +255,9 @@ TEST_CASE("replicated reader: a read goes to one node, chosen by entry id, and r
   Fixture f;
   CHECK(f.reader->last_readable_entry() == 9);
   ReadResult first, second;
-  f.reader->Read(3, first.Callback());  // 3 % 3 = 0: node a
+  f.reader->Read(3, first.Callback());   // 3 % 3 = 0: node a
   f.reader->Read(4, second.Callback());  // 4 % 3 = 1: node b
-  CHECK(first.results.empty());  // Never inside the call.
+  CHECK(first.results.empty());          // Never inside the call.
   f.env.RunAll();
   CHECK(TagOf(Unwrap(first.only())) == "a");
   CHECK(TagOf(Unwrap(second.only())) == "b");
@@ -295,9 +295,10 @@ TEST_CASE("replicated reader: a node that does not answer is passed over after t
   CHECK(TagOf(Unwrap(read.only())) == "b");
 }
 
-TEST_CASE("replicated reader: a slow node gets a speculative read beside it; the first answer "
-          "wins and the later one is ignored",
-          "[replication]") {
+TEST_CASE(
+    "replicated reader: a slow node gets a speculative read beside it; the first answer "
+    "wins and the later one is ignored",
+    "[replication]") {
   Fixture f;
   f.env.node("a").script.read_delay_us = 120'000;  // Slow, but under the timeout.
   f.env.node("b").script.read_delay_us = 10'000;
@@ -314,9 +315,10 @@ TEST_CASE("replicated reader: a slow node gets a speculative read beside it; the
   CHECK(f.env.node("c").reads_asked.empty());
 }
 
-TEST_CASE("replicated reader: a damaged batch or another ledger's is not returned; a good copy "
-          "from another node is",
-          "[replication]") {
+TEST_CASE(
+    "replicated reader: a damaged batch or another ledger's is not returned; a good copy "
+    "from another node is",
+    "[replication]") {
   Fixture f;
   std::string damaged = MakeBatch(kLedger, 2, 2, "a");
   damaged[damaged.size() - 1] ^= 0x20;
@@ -392,13 +394,13 @@ TEST_CASE("replicated reader: reads past the end are out of range", "[replicatio
 
 TEST_CASE("replicated reader: Open of a missing ledger is not found", "[replication]") {
   FakeEnv env;
-  CHECK(ReplicatedReader::Open(&env, Options(), kLedger).status().code() ==
-        StatusCode::kNotFound);
+  CHECK(ReplicatedReader::Open(&env, Options(), kLedger).status().code() == StatusCode::kNotFound);
 }
 
-TEST_CASE("replicated reader: Refresh of an open ledger takes the highest last-add-confirmed, "
-          "and never goes back",
-          "[replication]") {
+TEST_CASE(
+    "replicated reader: Refresh of an open ledger takes the highest last-add-confirmed, "
+    "and never goes back",
+    "[replication]") {
   FakeEnv env;
   WriteRecord(env, std::nullopt);
   auto reader = Unwrap(ReplicatedReader::Open(&env, Options(), kLedger));
@@ -470,9 +472,10 @@ TEST_CASE("replicated reader: Refresh of a closed ledger takes its last entry fr
   CHECK(env.node("a").lac_reads_asked == 0);
 }
 
-TEST_CASE("replicated reader: answers and timers that arrive after the reader is destroyed do "
-          "nothing",
-          "[replication]") {
+TEST_CASE(
+    "replicated reader: answers and timers that arrive after the reader is destroyed do "
+    "nothing",
+    "[replication]") {
   auto f = std::make_unique<Fixture>();
   f->env.node("a").script.read_delay_us = 80'000;  // After the speculative delay.
   f->env.node("b").script.read_delay_us = 80'000;
