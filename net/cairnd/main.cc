@@ -19,11 +19,14 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "cairn/io.h"
 #include "cairn/metadata.h"
 #include "cairn/net/limits.h"
 #include "cairn/net/remote_ledger_set.h"
 #include "cairn/net/remote_metadata_store.h"
+#include "cairn/net/replicated_ledger_set.h"
+#include "cairn/replica_store.h"
 #include "cairn/store.h"
 #include "kj/async-io.h"
 #include "kj/async-unix.h"
@@ -52,6 +55,19 @@ ABSL_FLAG(std::string, metadata_dir, "",
           "service); empty: <data-dir>/metadata; 'none': host no metadata store");
 ABSL_FLAG(std::string, store, "",
           "proxy: host:port of the store node whose ledgers the proxy writes (required)");
+ABSL_FLAG(std::string, stores, "",
+          "proxy: replicate every ledger on these store nodes, host:port,host:port,... (or "
+          "'registered': the store nodes registered in --metadata zk://...), instead of keeping "
+          "it on the one --store; needs --metadata");
+ABSL_FLAG(uint32_t, ensemble, 3, "proxy with --stores: store nodes per ledger (E)");
+ABSL_FLAG(uint32_t, write_quorum, 3,
+          "proxy with --stores: store nodes each batch is written to (Qw; equal to --ensemble)");
+ABSL_FLAG(uint32_t, ack_quorum, 2,
+          "proxy with --stores: store nodes that must have a batch durably before it is "
+          "acknowledged (Qa)");
+ABSL_FLAG(uint32_t, replica_timeout_ms, 2000,
+          "proxy with --stores: a store node that has not answered a write this long is replaced "
+          "in the ledger's ensemble");
 ABSL_FLAG(std::string, metadata, "",
           "proxy: where the metadata is: host:port of the store node serving the metadata "
           "service (empty: --store), or zk://host:port[,host:port...][/root] for a ZooKeeper "
@@ -114,8 +130,11 @@ constexpr char kUsage[] =
     "                              [--metrics-listen 127.0.0.1:7021] [--nosync-file-system]\n"
     "                              [--async-sync-interval-ms MS] [--dedup-window-mib N]\n"
     "  proxy        a stateless proxy in front of a store node, its metadata on that node (or\n"
-    "               another) or in a ZooKeeper ensemble:\n"
-    "                 cairnd proxy --store HOST:PORT\n"
+    "               another) or in a ZooKeeper ensemble; or in front of several store nodes\n"
+    "               that replicate every ledger (--stores, docs/replication.md):\n"
+    "                 cairnd proxy --store HOST:PORT | --stores HOST:PORT,...|registered\n"
+    "                              [--ensemble 3 --write-quorum 3 --ack-quorum 2]\n"
+    "                              [--replica-timeout-ms MS]\n"
     "                              [--metadata HOST:PORT|zk://HOST:PORT[,HOST:PORT...][/ROOT]]\n"
     "                              [--session-timeout-ms MS]\n"
     "                              [--listen 127.0.0.1:7020] [--metrics-listen 127.0.0.1:7021]\n"
@@ -302,6 +321,13 @@ int RunStore() {
     return Fail(absl::StrCat("store: ", cluster.status().ToString()));
   }
   std::unique_ptr<NodeRegistration> registration;
+  // The replicas of replicated ledgers this node holds, in the same store.
+  absl::StatusOr<std::unique_ptr<ReplicaStore>> replicas =
+      ReplicaStore::Open(store->get(), {.log = log});
+  if (!replicas.ok()) {
+    (*store)->Close().IgnoreError();
+    return Fail(absl::StrCat("store: opening the replicas: ", replicas.status().ToString()));
+  }
 
   int exit_code = 0;
   {
@@ -321,6 +347,7 @@ int RunStore() {
       // back-pressure block the event loop.
       node_options.max_in_flight_append_bytes = options.max_in_flight_bytes / 2;
       node_options.metadata = metadata.get();
+      node_options.replicas = replicas->get();
       StoreNodeServer server(store->get(), node_options);
 
       ServeUntilSignal(
@@ -348,6 +375,7 @@ int RunStore() {
   registration.reset();
   cluster->reset();
   metadata.reset();
+  replicas->reset();
   absl::Status closed = (*store)->Close();
   if (!closed.ok()) {
     log(LogLevel::kError, absl::StrCat("closing the store: ", closed.ToString()));
@@ -376,11 +404,34 @@ void LogStoreNodes(MetadataStore& cluster, const LogFunction& log) {
 // default). It keeps no state of its own.
 int RunProxy() {
   const std::string store_address = absl::GetFlag(FLAGS_store);
-  if (store_address.empty()) return Fail("proxy: --store is required (see --help)");
+  const std::string replicated_stores = absl::GetFlag(FLAGS_stores);
+  if (store_address.empty() == replicated_stores.empty()) {
+    return Fail("proxy: give either --store or --stores (see --help)");
+  }
   const uint64_t dedup_window = DedupWindowBytes();
   if (dedup_window == 0) return 1;
   std::string metadata_address = absl::GetFlag(FLAGS_metadata);
-  if (metadata_address.empty()) metadata_address = store_address;
+  if (metadata_address.empty()) {
+    if (store_address.empty()) {
+      return Fail("proxy: --stores needs --metadata (zk://... or a store node's host:port)");
+    }
+    metadata_address = store_address;
+  }
+  if (replicated_stores == "registered" && !IsZooKeeperAddress(metadata_address)) {
+    return Fail("proxy: --stores registered needs --metadata zk://...");
+  }
+  ReplicationOptions replication;
+  replication.config = {.ensemble_size = absl::GetFlag(FLAGS_ensemble),
+                        .write_quorum = absl::GetFlag(FLAGS_write_quorum),
+                        .ack_quorum = absl::GetFlag(FLAGS_ack_quorum)};
+  replication.add_timeout_us = int64_t{absl::GetFlag(FLAGS_replica_timeout_ms)} * 1000;
+  if (!replicated_stores.empty()) {
+    if (absl::Status valid = ValidateReplicationConfig(replication.config); !valid.ok()) {
+      return Fail(absl::StrCat("proxy: ", valid.message()));
+    }
+  }
+  const std::string ledgers_name =
+      store_address.empty() ? absl::StrCat("store nodes ", replicated_stores) : absl::StrCat("store node ", store_address);
   const std::string listen = ListenFlag(kDefaultProxyPort);
   const std::string metrics_listen = MetricsListenFlag(kDefaultProxyMetricsPort);
 
@@ -395,17 +446,10 @@ int RunProxy() {
 
   // Declared before the event loop, so that they outlive it (see RunStore): what the loop still
   // holds when it is destroyed may hold streams, whose ledgers live in `ledgers`.
-  std::unique_ptr<RemoteLedgerSet> ledgers;
   std::unique_ptr<MetadataStore> metadata;
+  std::unique_ptr<LedgerSet> ledgers;  // After the metadata store, which a replicated set uses.
   kj::AsyncIoContext io = SetUpEventLoop();
   auto connect = [&]() -> absl::Status {
-    absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> l =
-        RemoteLedgerSet::Connect({.address = store_address, .log = log});
-    if (!l.ok()) {
-      return absl::Status(
-          l.status().code(),
-          absl::StrCat("connecting to store node ", store_address, ": ", l.status().message()));
-    }
     absl::StatusOr<std::unique_ptr<MetadataStore>> m =
         *cluster != nullptr ? BorrowMetadataStore(cluster->get())
                             : ConnectMetadataStore({.address = metadata_address, .log = log});
@@ -414,8 +458,35 @@ int RunProxy() {
                           absl::StrCat("connecting to the metadata service at ", metadata_address,
                                        ": ", m.status().message()));
     }
-    ledgers = *std::move(l);
+    absl::StatusOr<std::unique_ptr<LedgerSet>> l;
+    if (!replicated_stores.empty()) {
+      ReplicatedLedgerSetOptions options;
+      options.metadata = m->get();
+      options.replication = replication;
+      options.replication.log = log;
+      options.log = log;
+      if (replicated_stores == "registered") {
+        options.candidates = [cluster = cluster->get(), log] {
+          std::vector<std::string> addresses;
+          absl::StatusOr<std::vector<NodeRecord>> nodes = ListStoreNodes(*cluster, log);
+          if (nodes.ok()) {
+            for (const NodeRecord& node : *nodes) addresses.push_back(node.address);
+          }
+          return addresses;
+        };
+      } else {
+        options.stores = absl::StrSplit(replicated_stores, ',', absl::SkipEmpty());
+      }
+      l = ReplicatedLedgerSet::Open(options);
+    } else {
+      l = RemoteLedgerSet::Connect({.address = store_address, .log = log});
+    }
+    if (!l.ok()) {
+      return absl::Status(l.status().code(), absl::StrCat("connecting to ", ledgers_name, ": ",
+                                                          l.status().message()));
+    }
     metadata = *std::move(m);
+    ledgers = *std::move(l);
     return absl::OkStatus();
   };
   if (absl::Status connected = connect(); !connected.ok()) {
@@ -439,8 +510,8 @@ int RunProxy() {
     }
     kj::Own<kj::ConnectionReceiver> listener = listen_on(listen, kDefaultProxyPort);
     log(LogLevel::kInfo,
-        absl::StrCat("proxy listening on ", host(listen), ":", listener->getPort(), " (store node ",
-                     store_address, ", metadata ", metadata_address, ")"));
+        absl::StrCat("proxy listening on ", host(listen), ":", listener->getPort(), " (",
+                     ledgers_name, ", metadata ", metadata_address, ")"));
     // In a cluster: the proxy registers itself, and follows the registered store nodes.
     std::unique_ptr<NodeRegistration> registration;
     std::unique_ptr<MetadataWatch> store_nodes;
@@ -511,14 +582,14 @@ int RunProxy() {
       }
       metrics_server.Shutdown().wait(io.waitScope);
       if (stopping) break;
-      metadata.reset();
       ledgers.reset();
+      metadata.reset();
       // Back off until the node answers again, or a signal.
       for (auto delay = 100 * kj::MILLISECONDS; !stopping;
            delay = std::min(delay * 2, 5 * kj::SECONDS)) {
         absl::Status connected = connect();
         if (connected.ok()) {
-          log(LogLevel::kInfo, absl::StrCat("reconnected to store node ", store_address));
+          log(LogLevel::kInfo, absl::StrCat("reconnected to ", ledgers_name));
           break;
         }
         stop.addBranch()
@@ -532,8 +603,8 @@ int RunProxy() {
     log(LogLevel::kError, ExceptionToStatus(*exception).ToString());
     exit_code = 1;
   }
-  metadata.reset();
   ledgers.reset();
+  metadata.reset();
   cluster->reset();
   if (exit_code == 0) log(LogLevel::kInfo, "proxy closed");
   return exit_code;

@@ -59,6 +59,38 @@ const Command kCommands[] = {
                      "cairn ledgers --data-dir /var/lib/app/log --json"},
         .run = RunLedgers,
     },
+    {
+        .name = "replicated-ledgers",
+        .summary = "Show replicated ledgers' records: state, quorums, fragments and their nodes",
+        .usage = "cairn replicated-ledgers --metadata ADDRESS [--ledger ID] [--json]",
+        .details =
+            "Reads the records of replicated ledgers from the metadata store (the keys under\n"
+            "ledgers/replicated/, one per ledger, its id in 16 hex digits) and changes nothing.\n"
+            "ADDRESS is a store node's metadata service, host:port (cairnd store hosts one\n"
+            "unless started with --metadata-dir none), or a ZooKeeper ensemble,\n"
+            "zk://host:port[,host:port...][/root] (opening it creates the root if missing, as\n"
+            "every cairn client of ZooKeeper does).\n"
+            "\n"
+            "Without --ledger, prints one line per replicated ledger in id order: its state\n"
+            "(open, in recovery, closed), ensemble size E, write quorum Qw and ack quorum Qa,\n"
+            "its last entry once closed, its number of fragments and its current ensemble (the\n"
+            "nodes of its last fragment). With --ledger, prints that ledger's whole record:\n"
+            "each fragment's entries and the nodes that hold them. A fragment runs from its\n"
+            "first entry to the entry before the next fragment's; the last one of a ledger that\n"
+            "is not closed is open-ended.\n"
+            "\n"
+            "A record that does not decode (damaged bytes, or intact but impossible: fragments\n"
+            "out of order, a repeated node, a record stored under another ledger's key) is\n"
+            "shown as DAMAGED with the reason, and nothing in it is shown or trusted.\n"
+            "\n"
+            "Exit status: 0 every record shown is sound, 1 a record is damaged, 2 usage error,\n"
+            "no such ledger, or the metadata store could not be reached or read.\n",
+        .flags = {{"metadata", "ADDRESS", true}, {"ledger", "ID", false}, {"json", "", false}},
+        .examples = {"cairn replicated-ledgers --metadata 127.0.0.1:7010",
+                     "cairn replicated-ledgers --metadata zk://zk1:2181,zk2:2181/cairn "
+                     "--ledger 42 --json"},
+        .run = RunReplicatedLedgers,
+    },
 
     {
         .name = "produce",

@@ -70,4 +70,7 @@ int RunCompact();
 int RunPerfProduce();
 int RunPerfConsume();
 
+// Against a metadata store (replication_commands.cc).
+int RunReplicatedLedgers();
+
 }  // namespace cairn::cli

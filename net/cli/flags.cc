@@ -74,6 +74,13 @@ ABSL_FLAG(uint64_t, batch_messages, 1000,
           "A batch is sent when it holds this many messages "
           "(ProducerOptions::max_batch_messages).");
 
+ABSL_FLAG(std::string, metadata, "",
+          "Where the metadata is: host:port of a store node's metadata service (cairnd store), "
+          "or zk://host:port[,host:port...][/root] for ZooKeeper (root /cairn if not given).");
+ABSL_FLAG(std::string, ledger, "",
+          "Show this replicated ledger's whole record (its id, in decimal) rather than a line "
+          "for each.");
+
 namespace cairn::cli {
 
 absl::Flag<std::vector<std::string>>* RepeatableFlag(std::string_view name) {

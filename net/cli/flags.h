@@ -43,6 +43,10 @@ ABSL_DECLARE_FLAG(bool, keep_unacknowledged);
 ABSL_DECLARE_FLAG(std::string, embedded);
 ABSL_DECLARE_FLAG(std::string, durability);
 
+// Against a metadata store.
+ABSL_DECLARE_FLAG(std::string, metadata);
+ABSL_DECLARE_FLAG(std::string, ledger);
+
 namespace cairn::cli {
 
 // Flags that may be given more than once, each occurrence adding one value (commas are not

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -89,6 +90,13 @@ class WriterState : public std::enable_shared_from_this<WriterState> {
   uint64_t lac_sent_ = kNoEntry;  // The last LAC that went out (on an add or on its own).
   bool lac_timer_armed_ = false;
   std::deque<std::unique_ptr<Pending>> pending_;  // Ascending by entry id.
+  // Adds sent to each node and answers received from it (in order: a node answers in the order
+  // it was sent to).
+  struct Answers {
+    uint64_t sent = 0;
+    uint64_t answered = 0;
+  };
+  std::map<std::string, Answers> answers_;
   std::vector<std::string> to_replace_;
   bool changing_ensemble_ = false;
   bool closing_ = false;
@@ -146,14 +154,18 @@ void WriterState::Send(Pending& entry, const std::string& node) {
   add.last_add_confirmed = lac_;
   lac_sent_ = lac_;
   const uint64_t first = entry.first;
+  // Every add must be answered in time, also once Qa others acknowledged its batch: a node that
+  // stopped answering is replaced even while the others carry the writer.
+  const uint64_t index = ++answers_[node].sent;
   auto self = shared_from_this();
   env_->Node(node)->Add(add, [self, first, node](absl::Status status) {
+    ++self->answers_[node].answered;
     self->OnAdd(first, node, status);
   });
-  env_->After(options_.add_timeout_us, [self, first, node] {
+  env_->After(options_.add_timeout_us, [self, node, index] {
     if (self->abandoned_ || !self->failed_.ok()) return;
-    Pending* entry = self->Find(first);
-    if (entry == nullptr || entry->completed || Contains(entry->acked_by, node)) return;
+    // A node answers its adds in the order they were sent.
+    if (self->answers_[node].answered >= index) return;
     self->NodeFailed(node);
   });
 }

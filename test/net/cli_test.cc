@@ -12,9 +12,12 @@
 #include <fstream>
 #include <thread>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "cairn/net/remote_metadata_store.h"
+#include "cairn/replication.h"
 #include "cairn/store.h"
 #include "test/net/net_fixtures.h"
 #include "test/test_util.h"
@@ -567,6 +570,270 @@ TEST_CASE("cli: proxy commands' help and usage errors", "[cli]") {
   run = Cairn(f.scratch, {"topics", "list", "--proxy", "127.0.0.1:1"});
   CHECK(run.status == 2);
   CHECK(run.err.find("UNAVAILABLE") != std::string::npos);
+}
+
+// ---- replicated ledgers' records, from a metadata store --------------------------------------
+
+// The line of `out` that starts with `first_word` and a space, split into words (none if there is no such line).
+std::vector<std::string> WordsOfLine(const std::string& out, const std::string& first_word) {
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(first_word + " ", 0) != 0) continue;
+    std::istringstream words(line);
+    std::vector<std::string> result;
+    for (std::string word; words >> word;) result.push_back(word);
+    return result;
+  }
+  return {};
+}
+
+ReplicatedLedgerRecord Record(uint64_t id, ReplicatedLedgerState state,
+                              std::vector<Fragment> fragments, uint64_t last_entry_id = kNoEntry) {
+  ReplicatedLedgerRecord record;
+  record.ledger_id = id;
+  record.config = {.ensemble_size = 3, .write_quorum = 3, .ack_quorum = 2};
+  record.state = state;
+  record.last_entry_id = last_entry_id;
+  record.fragments = std::move(fragments);
+  record.created_us = 1'767'225'600'123'456;  // 2026-01-01T00:00:00.123456Z
+  return record;
+}
+
+const std::vector<std::string> kFirstNodes = {"10.0.0.1:7010", "10.0.0.2:7010", "10.0.0.3:7010"};
+
+// Writes the records of the replicated-ledgers tests straight into the metadata service:
+//   1 open, one fragment; 2 in recovery, two; 4 closed empty; 7 closed at entry 41, three
+//   fragments; 9 damaged bytes; under 6's key, ledger 5's sound record (not 6's, so not trusted);
+//   under a key that names no ledger, ledger 7's sound record.
+void WriteReplicatedRecords(MetadataStore& metadata) {
+  auto put = [&metadata](uint64_t key_id, const std::string& bytes) {
+    REQUIRE(metadata.Put(ReplicatedLedgerKey(key_id), bytes, kNewKey).ok());
+  };
+  put(1, EncodeReplicatedLedgerRecord(Record(1, ReplicatedLedgerState::kOpen,
+                                             {{.first_entry_id = 0, .nodes = kFirstNodes}})));
+  put(2,
+      EncodeReplicatedLedgerRecord(Record(
+          2, ReplicatedLedgerState::kInRecovery,
+          {{.first_entry_id = 0, .nodes = kFirstNodes},
+           {.first_entry_id = 5, .nodes = {"10.0.0.1:7010", "10.0.0.4:7010", "10.0.0.3:7010"}}})));
+  put(4, EncodeReplicatedLedgerRecord(Record(4, ReplicatedLedgerState::kClosed,
+                                             {{.first_entry_id = 0, .nodes = kFirstNodes}})));
+  put(7, EncodeReplicatedLedgerRecord(Record(
+             7, ReplicatedLedgerState::kClosed,
+             {{.first_entry_id = 0, .nodes = kFirstNodes},
+              {.first_entry_id = 10, .nodes = {"10.0.0.1:7010", "10.0.0.4:7010", "10.0.0.3:7010"}},
+              {.first_entry_id = 30, .nodes = {"10.0.0.5:7010", "10.0.0.4:7010", "10.0.0.3:7010"}}},
+             /*last_entry_id=*/41)));
+  std::string damaged = EncodeReplicatedLedgerRecord(
+      Record(9, ReplicatedLedgerState::kOpen, {{.first_entry_id = 0, .nodes = kFirstNodes}}));
+  damaged[damaged.size() / 2] ^= 0x01;
+  REQUIRE(!DecodeReplicatedLedgerRecord(damaged).ok());
+  put(9, damaged);
+  put(6, EncodeReplicatedLedgerRecord(Record(5, ReplicatedLedgerState::kOpen,
+                                             {{.first_entry_id = 0, .nodes = kFirstNodes}})));
+  REQUIRE(
+      metadata
+          .Put(std::string(kReplicatedLedgerPrefix) + "7",
+               EncodeReplicatedLedgerRecord(Record(7, ReplicatedLedgerState::kOpen,
+                                                   {{.first_entry_id = 0, .nodes = kFirstNodes}})),
+               kNewKey)
+          .ok());
+}
+
+TEST_CASE("cli: replicated-ledgers lists and shows records from a store node's metadata",
+          "[cli][daemon]") {
+  Fixture f;
+  net::testing::Daemon node(f.temp.path() + "/node", f.temp.path() + "/cairnd.log");
+  absl::StatusOr<std::unique_ptr<MetadataStore>> metadata =
+      net::ConnectMetadataStore({.address = node.address(), .log = NullLog()});
+  REQUIRE(metadata.ok());
+
+  // None yet: an empty listing is not an error.
+  Run run = Cairn(f.scratch, {"replicated-ledgers", "--metadata", node.address()});
+  CHECK(run.status == 0);
+  CHECK(run.out.find("0 replicated ledger(s)\n") != std::string::npos);
+  CHECK(run.err.empty());
+  run = Cairn(f.scratch, {"replicated-ledgers", "--metadata", node.address(), "--json"});
+  CHECK(run.status == 0);
+  CHECK(IsJson(f.scratch, run.out));
+  CHECK(run.out.find("\"replicated_ledgers\":[],\"count\":0,\"damaged\":0") != std::string::npos);
+
+  WriteReplicatedRecords(**metadata);
+
+  SECTION("one line per ledger, damaged ones marked and counted, exit 1") {
+    run = Cairn(f.scratch, {"replicated-ledgers", "--metadata", node.address()});
+    CHECK(run.status == 1);
+    CHECK(WordsOfLine(run.out, "1") ==
+          std::vector<std::string>{"1", "open", "3/3/2", "-", "1",
+                                   "10.0.0.1:7010,10.0.0.2:7010,10.0.0.3:7010"});
+    CHECK(WordsOfLine(run.out, "2") ==
+          std::vector<std::string>{"2", "in", "recovery", "3/3/2", "-", "2",
+                                   "10.0.0.1:7010,10.0.0.4:7010,10.0.0.3:7010"});
+    CHECK(WordsOfLine(run.out, "4") ==
+          std::vector<std::string>{"4", "closed", "3/3/2", "none", "(empty)", "1",
+                                   "10.0.0.1:7010,10.0.0.2:7010,10.0.0.3:7010"});
+    CHECK(WordsOfLine(run.out, "7") ==
+          std::vector<std::string>{"7", "closed", "3/3/2", "41", "3",
+                                   "10.0.0.5:7010,10.0.0.4:7010,10.0.0.3:7010"});
+    CHECK(run.out.find("\n9                    DAMAGED: DATA_LOSS: ") != std::string::npos);
+    // Ledger 5's record under 6's key: shown under its key's id, as damaged, and not as 5.
+    CHECK(run.out.find("\n6                    DAMAGED: DATA_LOSS: the record is ledger 5's, "
+                       "stored under ledger 6's key\n") != std::string::npos);
+    CHECK(WordsOfLine(run.out, "5").empty());
+    CHECK(run.out.find("\nledgers/replicated/7 DAMAGED: DATA_LOSS: the key ledgers/replicated/7 "
+                       "names no ledger (not 16 lower-case hex digits)\n") != std::string::npos);
+    CHECK(run.out.find("7 replicated ledger(s), 3 DAMAGED (not trusted)\n") != std::string::npos);
+
+    run = Cairn(f.scratch, {"replicated-ledgers", "--metadata", node.address(), "--json"});
+    CHECK(run.status == 1);
+    CHECK(IsJson(f.scratch, run.out));
+    CHECK(run.out.find("{\"metadata\":\"" + node.address() + "\",\"replicated_ledgers\":[") == 0);
+    CHECK(run.out.find("{\"id\":7,\"key\":\"ledgers/replicated/0000000000000007\",\"version\":") !=
+          std::string::npos);
+    CHECK(run.out.find("\"damaged\":false,\"state\":\"closed\",\"ensemble_size\":3,"
+                       "\"write_quorum\":3,\"ack_quorum\":2,\"last_entry\":41,\"entries\":42,"
+                       "\"fragment_count\":3,\"ensemble\":[\"10.0.0.5:7010\",\"10.0.0.4:7010\","
+                       "\"10.0.0.3:7010\"]}") != std::string::npos);
+    CHECK(run.out.find("\"state\":\"open\",\"ensemble_size\":3,\"write_quorum\":3,"
+                       "\"ack_quorum\":2,\"last_entry\":null,\"entries\":null,"
+                       "\"fragment_count\":1") != std::string::npos);
+    CHECK(run.out.find("\"state\":\"closed\",\"ensemble_size\":3,\"write_quorum\":3,"
+                       "\"ack_quorum\":2,\"last_entry\":null,\"entries\":0,") != std::string::npos);
+    CHECK(run.out.find("{\"id\":9,\"key\":\"ledgers/replicated/0000000000000009\",\"version\":") !=
+          std::string::npos);
+    CHECK(run.out.find("\"damaged\":true,\"error\":\"DATA_LOSS: ") != std::string::npos);
+    CHECK(run.out.find("{\"id\":null,\"key\":\"ledgers/replicated/7\",\"version\":") !=
+          std::string::npos);
+    CHECK(run.out.find("\"count\":7,\"damaged\":3}\n") != std::string::npos);
+    // The listing is only a summary: no fragment in detail.
+    CHECK(run.out.find("\"fragments\"") == std::string::npos);
+  }
+
+  SECTION("one ledger in full: each fragment's entries and nodes") {
+    run = Cairn(f.scratch, {"replicated-ledgers", "--metadata", node.address(), "--ledger", "7"});
+    CHECK(run.status == 0);
+    CHECK(run.out.find("ledger 7 (key ledgers/replicated/0000000000000007, version ") == 0);
+    CHECK(run.out.find("\nstate: closed\n"
+                       "replication: ensemble 3, write quorum 3, ack quorum 2\n"
+                       "last entry: 41 (42 entries)\n"
+                       "created: 2026-01-01T00:00:00.123456Z\n"
+                       "fragments: 3\n"
+                       "  entries 0..9: 10.0.0.1:7010, 10.0.0.2:7010, 10.0.0.3:7010\n"
+                       "  entries 10..29: 10.0.0.1:7010, 10.0.0.4:7010, 10.0.0.3:7010\n"
+                       "  entries 30..41: 10.0.0.5:7010, 10.0.0.4:7010, 10.0.0.3:7010\n") !=
+          std::string::npos);
+
+    // Not closed: the last fragment is open-ended.
+    run = Cairn(f.scratch, {"replicated-ledgers", "--metadata", node.address(), "--ledger", "2"});
+    CHECK(run.status == 0);
+    CHECK(run.out.find("\nstate: in recovery\n") != std::string::npos);
+    CHECK(run.out.find("\nlast entry: - (not closed)\n") != std::string::npos);
+    CHECK(run.out.find("\n  entries 0..4: 10.0.0.1:7010, 10.0.0.2:7010, 10.0.0.3:7010\n"
+                       "  entries 5..: 10.0.0.1:7010, 10.0.0.4:7010, 10.0.0.3:7010\n") !=
+          std::string::npos);
+
+    run = Cairn(f.scratch, {"replicated-ledgers", "--metadata", node.address(), "--ledger", "4"});
+    CHECK(run.status == 0);
+    CHECK(run.out.find("\nlast entry: none (closed empty)\n") != std::string::npos);
+    CHECK(run.out.find("\n  no entries (from 0): 10.0.0.1:7010") != std::string::npos);
+
+    run = Cairn(f.scratch,
+                {"replicated-ledgers", "--metadata", node.address(), "--ledger", "7", "--json"});
+    CHECK(run.status == 0);
+    CHECK(IsJson(f.scratch, run.out));
+    CHECK(run.out.find("\"ledger\":{\"id\":7,") != std::string::npos);
+    CHECK(run.out.find("\"created\":\"2026-01-01T00:00:00.123456Z\","
+                       "\"created_us\":1767225600123456,\"fragments\":["
+                       "{\"first_entry\":0,\"last_entry\":9,\"entries\":10,\"nodes\":"
+                       "[\"10.0.0.1:7010\",\"10.0.0.2:7010\",\"10.0.0.3:7010\"]},"
+                       "{\"first_entry\":10,\"last_entry\":29,\"entries\":20,\"nodes\":"
+                       "[\"10.0.0.1:7010\",\"10.0.0.4:7010\",\"10.0.0.3:7010\"]},"
+                       "{\"first_entry\":30,\"last_entry\":41,\"entries\":12,\"nodes\":"
+                       "[\"10.0.0.5:7010\",\"10.0.0.4:7010\",\"10.0.0.3:7010\"]}]}}\n") !=
+          std::string::npos);
+
+    run = Cairn(f.scratch,
+                {"replicated-ledgers", "--metadata", node.address(), "--ledger", "1", "--json"});
+    CHECK(run.status == 0);
+    CHECK(run.out.find("\"fragments\":[{\"first_entry\":0,\"last_entry\":null,\"entries\":null,") !=
+          std::string::npos);
+  }
+
+  SECTION("a damaged record is shown as damaged, nothing in it trusted, exit 1") {
+    for (const std::string id : {"9", "6"}) {
+      run = Cairn(f.scratch, {"replicated-ledgers", "--metadata", node.address(), "--ledger", id});
+      CHECK(run.status == 1);
+      CHECK(run.out.find("\nDAMAGED: DATA_LOSS: ") != std::string::npos);
+      CHECK(run.out.find("state:") == std::string::npos);
+      CHECK(run.out.find("fragments:") == std::string::npos);
+
+      run = Cairn(f.scratch,
+                  {"replicated-ledgers", "--metadata", node.address(), "--ledger", id, "--json"});
+      CHECK(run.status == 1);
+      CHECK(IsJson(f.scratch, run.out));
+      CHECK(run.out.find("\"id\":" + id + ",") != std::string::npos);
+      CHECK(run.out.find("\"damaged\":true,\"error\":\"DATA_LOSS: ") != std::string::npos);
+      CHECK(run.out.find("\"state\"") == std::string::npos);
+    }
+  }
+
+  SECTION("no such ledger: a clear message, exit 2") {
+    for (const bool json : {false, true}) {
+      std::vector<std::string> args = {"replicated-ledgers", "--metadata", node.address(),
+                                       "--ledger", "100"};
+      if (json) args.push_back("--json");
+      run = Cairn(f.scratch, args);
+      CHECK(run.status == 2);
+      CHECK(run.out.empty());
+      CHECK(run.err.find("no replicated ledger 100 in the metadata at " + node.address() +
+                         " (no key ledgers/replicated/0000000000000064)") != std::string::npos);
+    }
+  }
+  metadata->reset();
+  CHECK(node.Terminate() == 0);
+}
+
+TEST_CASE("cli: replicated-ledgers' help, usage and operational errors", "[cli][daemon]") {
+  Fixture f;
+  Run run = Cairn(f.scratch, {"--help"});
+  CHECK(run.out.find("replicated-ledgers") != std::string::npos);
+  run = Cairn(f.scratch, {"replicated-ledgers", "--help"});
+  CHECK(run.status == 0);
+  CHECK(run.out.find("Usage: cairn replicated-ledgers --metadata ADDRESS [--ledger ID] [--json]") !=
+        std::string::npos);
+  CHECK(run.out.find("zk://host:port[,host:port...][/root]") != std::string::npos);
+  CHECK(run.out.find("--ledger ID") != std::string::npos);
+  CHECK(run.out.find("DAMAGED") != std::string::npos);
+  CHECK(run.out.find("Exit status: 0") != std::string::npos);
+  CHECK(run.out.find("Examples:") != std::string::npos);
+
+  run = Cairn(f.scratch, {"replicated-ledgers"});
+  CHECK(run.status == 2);
+  CHECK(run.err.find("--metadata is required") != std::string::npos);
+  // A mistyped id is refused before anything is contacted (nothing listens there).
+  run = Cairn(f.scratch, {"replicated-ledgers", "--metadata", "127.0.0.1:1", "--ledger", "7x"});
+  CHECK(run.status == 2);
+  CHECK(run.err.find("--ledger takes a ledger id in decimal, not '7x'") != std::string::npos);
+  run = Cairn(f.scratch, {"replicated-ledgers", "--metadata", "127.0.0.1:1"});
+  CHECK(run.status == 2);
+  CHECK(run.err.find("cannot open the metadata at 127.0.0.1:1: UNAVAILABLE") != std::string::npos);
+  CHECK(run.out.empty());
+  run = Cairn(f.scratch, {"replicated-ledgers", "--metadata", "zk://no-port"});
+  CHECK(run.status == 2);
+#if CAIRN_CLI_HAS_ZOOKEEPER
+  CHECK(run.err.find("cannot open the metadata at zk://no-port: INVALID_ARGUMENT") !=
+        std::string::npos);
+#else
+  CHECK(run.err.find("built without ZooKeeper support") != std::string::npos);
+#endif
+
+  // A store node that hosts no metadata store.
+  net::testing::Daemon node(f.temp.path() + "/node", f.temp.path() + "/cairnd.log",
+                            {"--metadata-dir", "none"});
+  run = Cairn(f.scratch, {"replicated-ledgers", "--metadata", node.address()});
+  CHECK(run.status == 2);
+  CHECK(run.err.find("FAILED_PRECONDITION") != std::string::npos);
+  CHECK(node.Terminate() == 0);
 }
 
 }  // namespace

@@ -283,6 +283,8 @@ std::string Daemon::WaitForLog(const std::string& pattern) const {
 
 void Daemon::SendTerminate() const { kill(pid_, SIGTERM); }
 
+void Daemon::Signal(int signal) const { kill(pid_, signal); }
+
 void Daemon::Kill() {
   kill(pid_, SIGKILL);
   waitpid(pid_, nullptr, 0);

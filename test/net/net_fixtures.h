@@ -95,6 +95,8 @@ class Daemon {
   int Terminate();
   // SIGKILL, and waits until it is gone.
   void Kill();
+  // Sends `signal` (SIGSTOP to hang it, SIGCONT to resume it) and returns at once.
+  void Signal(int signal) const;
   int WaitExit();
 
  private:

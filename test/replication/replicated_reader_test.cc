@@ -296,7 +296,7 @@ TEST_CASE("replicated reader: a node that does not answer is passed over after t
 }
 
 TEST_CASE(
-    "replicated reader: a slow node gets a speculative read beside it; the first answer "
+    "replicated reader: a slow node gets a speculative read beside it, and the first answer "
     "wins and the later one is ignored",
     "[replication]") {
   Fixture f;
@@ -316,7 +316,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "replicated reader: a damaged batch or another ledger's is not returned; a good copy "
+    "replicated reader: a damaged batch or another ledger's is not returned, a good copy "
     "from another node is",
     "[replication]") {
   Fixture f;

@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+"""Replicated ledgers' speed, measured side by side with a proxy over one store node, in one run.
+
+Starts, on loopback and free ports, a metadata node (`cairnd store` hosting the metadata
+service), three `cairnd store` nodes and two proxies: one over a single store node
+(`cairnd proxy --store`, the baseline) and one replicating every ledger on the three (`cairnd
+proxy --stores`, E=Qw=3, Qa=2). Every store node has its own data directory on this machine's
+one disk. Then, with `cairn perf produce` (100-byte messages):
+
+  1. throughput, async durability: the two proxies alternately, RUNS times each; medians and
+     their ratio (target: replicated >= 0.4x the single node);
+  2. publish latency, sync durability: the single node's maximum rate, then both proxies at half
+     of it for --latency-seconds each, alternately; p50/p99/p999 and the ratio of the p99s
+     (target: replicated <= 1.25x the single node);
+  3. ensemble change under load: sync, at a quarter of that rate, one store node of the current
+     ensemble is SIGKILLed after a third of the run; the longest publish latency and p999 of the
+     run, against the same run without a kill;
+  4. recovery of an open ledger whose writer died (`cairn-replication-bench recover`): for
+     ledgers of several sizes, the time from the start of the recovery to the closed record.
+
+  scripts/perf_replication.py [--build-dir build] [--runs 3] [--messages 2000000]
+                              [--latency-seconds 10] [--recover-mib 64,1024]
+
+On this machine the client, the proxies and four store nodes share two cores and one disk: the
+replicated proxy writes every byte three times to the same device, so the disk and the cores,
+not the protocol, bound the first ratio; the script says how much CPU each side spent.
+"""
+import argparse
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+LISTEN = r'listening on (\S+)'
+
+
+def fields(line):
+    return dict(f.split('=', 1) for f in line.split() if '=' in f)
+
+
+def wait_log(log, pattern, proc):
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            sys.exit(f'daemon exited: see {log}')
+        with open(log) as f:
+            m = re.search(pattern, f.read())
+        if m:
+            return m.group(1)
+        time.sleep(0.05)
+    sys.exit(f'daemon did not start: see {log}')
+
+
+def start(cairnd, args, log):
+    proc = subprocess.Popen([cairnd] + args + ['--metrics-listen', 'none'],
+                            stdout=subprocess.DEVNULL, stderr=open(log, 'w'))
+    return proc, wait_log(log, LISTEN, proc)
+
+
+def cpu_seconds(pid):
+    with open(f'/proc/{pid}/stat') as f:
+        stat = f.read()
+    after_name = stat[stat.rindex(')') + 2:].split()
+    return (int(after_name[11]) + int(after_name[12])) / os.sysconf('SC_CLK_TCK')
+
+
+class Cluster:
+    """A metadata node, three store nodes for the replicated proxy and one for the baseline."""
+
+    def __init__(self, cairnd, work, durability):
+        self.cairnd, self.work = cairnd, work
+        self.procs = []
+        flags = ['--durability', durability]
+
+        def store(name, extra=()):
+            proc, address = start(cairnd, ['store', '--data-dir', os.path.join(work, name),
+                                           '--listen', '127.0.0.1:0'] + flags + list(extra),
+                                  os.path.join(work, name + '.log'))
+            self.procs.append(proc)
+            return proc, address
+
+        _, self.metadata = store('meta')
+        self.replicas = [store(f'replica-{i}', ['--metadata-dir', 'none']) for i in range(3)]
+        self.single_store = store('single')
+        proc, self.single = start(cairnd, ['proxy', '--store', self.single_store[1], '--listen',
+                                           '127.0.0.1:0'], os.path.join(work, 'proxy-single.log'))
+        self.single_proxy = proc
+        self.procs.append(proc)
+        proc, self.replicated = start(
+            cairnd, ['proxy', '--stores', ','.join(a for _, a in self.replicas), '--metadata',
+                     self.metadata, '--ensemble', '3', '--write-quorum', '3', '--ack-quorum', '2',
+                     '--replica-timeout-ms', '1000', '--listen', '127.0.0.1:0'],
+            os.path.join(work, 'proxy-replicated.log'))
+        self.replicated_proxy = proc
+        self.procs.append(proc)
+
+    def cpu(self, which):
+        if which == 'single':
+            procs = [self.single_proxy, self.single_store[0]]
+        else:
+            procs = [self.replicated_proxy] + [p for p, _ in self.replicas]
+        return sum(cpu_seconds(p.pid) for p in procs if p.poll() is None)
+
+    def stop(self):
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def perf(cairn, args):
+    out = subprocess.run([cairn, 'perf', 'produce'] + args, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    line = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ''
+    print(line, flush=True)
+    if out.returncode != 0:
+        sys.exit('cairn perf produce failed: ' + out.stderr)
+    return fields(line)
+
+
+def create_topic(cairn, proxy, name):
+    subprocess.run([cairn, 'topics', 'create', name, '--partitions', '1', '--proxy', proxy],
+                   check=True, stdout=subprocess.DEVNULL)
+
+
+def ensemble_of_newest(cairn, metadata):
+    out = subprocess.run([cairn, 'replicated-ledgers', '--metadata', metadata, '--json'],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if out.returncode != 0:
+        return []
+    import json
+    ledgers = json.loads(out.stdout).get('replicated_ledgers', [])
+    return ledgers[-1]['ensemble'] if ledgers else []
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--build-dir', default='build')
+    parser.add_argument('--runs', type=int, default=3)
+    parser.add_argument('--messages', type=int, default=2000000)
+    parser.add_argument('--latency-seconds', type=float, default=10)
+    parser.add_argument('--recover-mib', default='64,1024')
+    a = parser.parse_args()
+    cairnd = os.path.join(a.build_dir, 'net', 'cairnd')
+    cairn = os.path.join(a.build_dir, 'net', 'cli', 'cairn')
+    bench = os.path.join(a.build_dir, 'bench', 'cairn-replication-bench')
+    work = tempfile.mkdtemp(prefix='cairn-perf-replication-')
+    common = ['--size', '100']
+    try:
+        # 1. Throughput, async.
+        rates = {'single': [], 'replicated': []}
+        cpu_ns = {'single': [], 'replicated': []}
+        cluster = Cluster(cairnd, os.path.join(work, 'async'), 'async')
+        try:
+            for run in range(a.runs):
+                for which in ('single', 'replicated'):
+                    proxy = getattr(cluster, which)
+                    topic = f'async-{run}'
+                    create_topic(cairn, proxy, topic)
+                    before = cluster.cpu(which)
+                    r = perf(cairn, [topic, '--proxy', proxy, '--messages', str(a.messages)] + common)
+                    acked = int(r['case'].split('x')[0])
+                    rates[which].append(float(r['append_msgs_per_s']))
+                    cpu_ns[which].append((cluster.cpu(which) - before) * 1e9 / max(1, acked) +
+                                         float(r['cpu_ns_per_msg']))
+        finally:
+            cluster.stop()
+        # 2-3. Latency, sync.
+        cluster = Cluster(cairnd, os.path.join(work, 'sync'), 'sync')
+        latency = {'single': [], 'replicated': []}
+        try:
+            create_topic(cairn, cluster.single, 'max')
+            r = perf(cairn, ['max', '--proxy', cluster.single, '--linger-us', '100',
+                             '--messages', str(a.messages // 2)] + common)
+            half = int(float(r['append_msgs_per_s']) / 2)
+            for run in range(2):
+                for which in ('single', 'replicated'):
+                    proxy = getattr(cluster, which)
+                    topic = f'sync-{run}'
+                    create_topic(cairn, proxy, topic)
+                    latency[which].append(perf(cairn, [topic, '--proxy', proxy, '--rate', str(half),
+                                                       '--duration', str(a.latency_seconds),
+                                                       '--linger-us', '100'] + common))
+            quarter = max(1000, half // 2)
+            create_topic(cairn, cluster.replicated, 'calm')
+            calm = perf(cairn, ['calm', '--proxy', cluster.replicated, '--rate', str(quarter),
+                                '--duration', str(a.latency_seconds), '--linger-us', '100'] + common)
+            create_topic(cairn, cluster.replicated, 'kill')
+            run = subprocess.Popen([cairn, 'perf', 'produce', 'kill', '--proxy', cluster.replicated,
+                                    '--rate', str(quarter), '--duration', str(a.latency_seconds),
+                                    '--linger-us', '100'] + common,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            time.sleep(a.latency_seconds / 3)
+            ensemble = ensemble_of_newest(cairn, cluster.metadata)
+            killed = None
+            for proc, address in cluster.replicas:
+                if address in ensemble:
+                    proc.kill()
+                    killed = address
+                    break
+            out, err = run.communicate()
+            line = out.strip().splitlines()[-1] if out.strip() else ''
+            print(line, flush=True)
+            if run.returncode != 0:
+                sys.exit('cairn perf produce (kill run) failed: ' + err)
+            kill = fields(line)
+        finally:
+            cluster.stop()
+        # 4. Recovery.
+        recoveries = []
+        if os.path.exists(bench):
+            for mib in [int(x) for x in a.recover_mib.split(',') if x]:
+                cluster = Cluster(cairnd, os.path.join(work, f'recover-{mib}'), 'sync')
+                try:
+                    out = subprocess.run([bench, 'recover', '--metadata', cluster.metadata,
+                                          '--stores', ','.join(x for _, x in cluster.replicas),
+                                          '--mib', str(mib)],
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                    print(out.stdout.strip(), flush=True)
+                    if out.returncode != 0:
+                        sys.exit('cairn-replication-bench recover failed: ' + out.stderr)
+                    recoveries.append(fields(out.stdout.strip().splitlines()[-1]))
+                finally:
+                    cluster.stop()
+
+        print()
+        single, replicated = statistics.median(rates['single']), statistics.median(rates['replicated'])
+        print(f'async produce, 100 B, one partition, medians of {a.runs}:')
+        print(f'  one store node     {single:,.0f} msgs/s (runs: ' +
+              ', '.join(f'{x:,.0f}' for x in rates['single']) + ')')
+        print(f'  replicated (3, Qa 2) {replicated:,.0f} msgs/s (runs: ' +
+              ', '.join(f'{x:,.0f}' for x in rates['replicated']) + ')')
+        print(f'  ratio {replicated / single:.2f} (target >= 0.4: '
+              f'{"met" if replicated >= 0.4 * single else "NOT met"}); CPU per message: one node '
+              f'{statistics.median(cpu_ns["single"]):,.0f} ns, replicated '
+              f'{statistics.median(cpu_ns["replicated"]):,.0f} ns (client + daemons, '
+              f'{os.cpu_count()} cores)')
+        p99 = {w: statistics.median(float(r['p99_us']) for r in latency[w]) for w in latency}
+        print(f'sync produce at {half:,} msgs/s (half the single node\'s maximum), two runs each:')
+        for w in ('single', 'replicated'):
+            print(f'  {w:10} p99 ' + ', '.join(f'{float(r["p99_us"]) / 1000:.2f}' for r in latency[w]) +
+                  ' ms; p50 ' + ', '.join(f'{float(r["p50_us"]) / 1000:.2f}' for r in latency[w]) +
+                  ' ms; p999 ' + ', '.join(f'{float(r["p999_us"]) / 1000:.2f}' for r in latency[w]) +
+                  ' ms')
+        print(f'  ratio of the median p99s {p99["replicated"] / p99["single"]:.2f} (target <= 1.25: '
+              f'{"met" if p99["replicated"] <= 1.25 * p99["single"] else "NOT met"})')
+        print(f'ensemble change under load ({quarter:,} msgs/s, sync): store node {killed} killed '
+              f'a third into the run: max {float(kill["max_us"]) / 1000:.1f} ms, p999 '
+              f'{float(kill["p999_us"]) / 1000:.1f} ms, p99 {float(kill["p99_us"]) / 1000:.2f} ms; '
+              f'the same run without a kill: max {float(calm["max_us"]) / 1000:.1f} ms, p999 '
+              f'{float(calm["p999_us"]) / 1000:.1f} ms')
+        for r in recoveries:
+            print(f'recovery of an open ledger of {r["ledger_mib"]} MiB whose writer died: '
+                  f'{float(r["recover_ms"]):.1f} ms ({r["recovered_batches"]} unconfirmed '
+                  f'batches read and written back)')
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    main()
