@@ -88,10 +88,11 @@ class Checker {
     std::optional<size_t> previous_append;
     for (const ReadBatch& read : history_.closed_ledger) {
       if (read.first_entry_id != expected_first) {
-        Violation("closed ledger: the batch read after entry %s starts at entry %d, not %d (ids "
-                  "not dense)",
-                  Entry(expected_first == 0 ? kNoEntry : expected_first - 1), read.first_entry_id,
-                  expected_first);
+        Violation(
+            "closed ledger: the batch read after entry %s starts at entry %d, not %d (ids "
+            "not dense)",
+            Entry(expected_first == 0 ? kNoEntry : expected_first - 1), read.first_entry_id,
+            expected_first);
       }
       expected_first = read.last_entry_id + 1;
       batch_at_[read.first_entry_id] = &read;
@@ -150,8 +151,7 @@ class Checker {
       const AppendRecord& append = history_.appends[i];
       if (append.outcome == AppendRecord::Outcome::kPending) continue;
       if (previous_answer && append.answer_order < *previous_answer) {
-        Violation("writer answered append #%d before an earlier append (answers out of order)",
-                  i);
+        Violation("writer answered append #%d before an earlier append (answers out of order)", i);
       }
       previous_answer = append.answer_order;
       if (append.outcome != AppendRecord::Outcome::kAcknowledged) continue;
@@ -162,28 +162,31 @@ class Checker {
                   append.entry_count, first, last);
       }
       if (previous_acknowledged != nullptr && first <= previous_acknowledged->last_entry_id) {
-        Violation("append #%d was acknowledged as entries %d..%d, not after append #%d's %d..%d",
-                  i, first, last, previous_index, previous_acknowledged->first_entry_id,
+        Violation("append #%d was acknowledged as entries %d..%d, not after append #%d's %d..%d", i,
+                  first, last, previous_index, previous_acknowledged->first_entry_id,
                   previous_acknowledged->last_entry_id);
       }
       previous_acknowledged = &append;
       previous_index = i;
       if (last_ == kNoEntry || last > last_) {
-        Violation("append #%d was acknowledged as entries %d..%d at t=%dus, past the closed "
-                  "ledger's last entry %s",
-                  i, first, last, append.answered_us, Entry(last_));
+        Violation(
+            "append #%d was acknowledged as entries %d..%d at t=%dus, past the closed "
+            "ledger's last entry %s",
+            i, first, last, append.answered_us, Entry(last_));
         continue;
       }
       auto found = batch_at_.find(first);
       if (found == batch_at_.end()) {
-        Violation("append #%d, acknowledged as entries %d..%d at t=%dus, is not in the closed "
-                  "ledger (last entry %s): no batch starts at entry %d",
-                  i, first, last, append.answered_us, Entry(last_), first);
+        Violation(
+            "append #%d, acknowledged as entries %d..%d at t=%dus, is not in the closed "
+            "ledger (last entry %s): no batch starts at entry %d",
+            i, first, last, append.answered_us, Entry(last_), first);
       } else if (found->second->batch != Restamped(append.batch, history_.ledger_id, first)) {
-        Violation("append #%d, acknowledged as entries %d..%d at t=%dus, differs from the closed "
-                  "ledger's batch at entries %d..%d",
-                  i, first, last, append.answered_us, found->second->first_entry_id,
-                  found->second->last_entry_id);
+        Violation(
+            "append #%d, acknowledged as entries %d..%d at t=%dus, differs from the closed "
+            "ledger's batch at entries %d..%d",
+            i, first, last, append.answered_us, found->second->first_entry_id,
+            found->second->last_entry_id);
       }
     }
   }
@@ -193,13 +196,15 @@ class Checker {
     for (const ReadBatch& read : history_.tail_reads) {
       auto found = batch_at_.find(read.first_entry_id);
       if (last_ == kNoEntry || read.last_entry_id > last_) {
-        Violation("the tailing reader read entries %d..%d at t=%dus, past the closed ledger's "
-                  "last entry %s",
-                  read.first_entry_id, read.last_entry_id, read.read_us, Entry(last_));
+        Violation(
+            "the tailing reader read entries %d..%d at t=%dus, past the closed ledger's "
+            "last entry %s",
+            read.first_entry_id, read.last_entry_id, read.read_us, Entry(last_));
       } else if (found == batch_at_.end() || found->second->batch != read.batch) {
-        Violation("the tailing reader read entries %d..%d at t=%dus, which the closed ledger "
-                  "does not hold identically",
-                  read.first_entry_id, read.last_entry_id, read.read_us);
+        Violation(
+            "the tailing reader read entries %d..%d at t=%dus, which the closed ledger "
+            "does not hold identically",
+            read.first_entry_id, read.last_entry_id, read.read_us);
       }
     }
   }

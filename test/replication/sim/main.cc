@@ -151,8 +151,8 @@ int main(int argc, char** argv) {
     if (failing_seeds <= kMaxSeedsReported) {
       std::printf("seed %llu (planted bug: %s): %zu violation(s)\n  %s\n",
                   static_cast<unsigned long long>(seed),
-                  std::string(PlantedBugName(flags.planted_bug)).c_str(),
-                  result.violations.size(), result.summary.c_str());
+                  std::string(PlantedBugName(flags.planted_bug)).c_str(), result.violations.size(),
+                  result.summary.c_str());
       for (const std::string& violation : result.violations) {
         std::printf("  violation: %s\n", violation.c_str());
       }
@@ -163,12 +163,12 @@ int main(int argc, char** argv) {
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("%llu seed(s) from %llu in %.1f s, %llu with violations, digest of all runs "
-              "%016llx\n",
-              static_cast<unsigned long long>(seeds_run),
-              static_cast<unsigned long long>(flags.first_seed), seconds,
-              static_cast<unsigned long long>(failing_seeds),
-              static_cast<unsigned long long>(runs_digest));
+  std::printf(
+      "%llu seed(s) from %llu in %.1f s, %llu with violations, digest of all runs "
+      "%016llx\n",
+      static_cast<unsigned long long>(seeds_run), static_cast<unsigned long long>(flags.first_seed),
+      seconds, static_cast<unsigned long long>(failing_seeds),
+      static_cast<unsigned long long>(runs_digest));
   if (nondeterministic_seeds > 0) return 1;
   if (seeds_failing_anyway > 0) {
     std::printf("%llu seed(s) failed without the planted bug as well\n",

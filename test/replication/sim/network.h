@@ -116,34 +116,32 @@ void Network::Call(ClientProcess* client, size_t node, std::string what,
     if (client->alive) done(std::move(result));
   };
   link.in_flight[call].fail = [this, client, call, what, done, unavailable](absl::Status status) {
-    sim_->After(sim_->random().Range(50, 500), client->name + " <- " + what + ": " +
-                                                   status.ToString(),
+    sim_->After(sim_->random().Range(50, 500),
+                client->name + " <- " + what + ": " + status.ToString(),
                 [client, done, unavailable, status] {
                   if (client->alive) done(unavailable(status));
                 });
   };
   link.in_flight[call].resend = resend;
   const int64_t arrive_us = DeliveryTime(link, link.to_node_last_us);
-  OnConnection(link, connection, arrive_us, client->name + " -> " + what,
-               [this, &link, node, connection, what, serve, answer, unavailable] {
-                 StoreNode& target = *nodes_[node];
-                 if (!target.up()) {
-                   // Connection refused: the caller learns it after a round trip.
-                   const int64_t back_us = DeliveryTime(link, link.to_client_last_us);
-                   OnConnection(link, connection, back_us,
-                                link.client->name + " <- " + what + ": node down",
-                                [answer, unavailable] {
-                                  answer(unavailable(absl::UnavailableError("node is down")));
-                                });
-                   return;
-                 }
-                 Result result = serve(target);
-                 const int64_t back_us = DeliveryTime(link, link.to_client_last_us);
-                 OnConnection(link, connection, back_us, link.client->name + " <- " + what,
-                              [answer, result = std::move(result)]() mutable {
-                                answer(std::move(result));
-                              });
-               });
+  OnConnection(
+      link, connection, arrive_us, client->name + " -> " + what,
+      [this, &link, node, connection, what, serve, answer, unavailable] {
+        StoreNode& target = *nodes_[node];
+        if (!target.up()) {
+          // Connection refused: the caller learns it after a round trip.
+          const int64_t back_us = DeliveryTime(link, link.to_client_last_us);
+          OnConnection(link, connection, back_us, link.client->name + " <- " + what + ": node down",
+                       [answer, unavailable] {
+                         answer(unavailable(absl::UnavailableError("node is down")));
+                       });
+          return;
+        }
+        Result result = serve(target);
+        const int64_t back_us = DeliveryTime(link, link.to_client_last_us);
+        OnConnection(link, connection, back_us, link.client->name + " <- " + what,
+                     [answer, result = std::move(result)]() mutable { answer(std::move(result)); });
+      });
 }
 
 }  // namespace cairn::sim

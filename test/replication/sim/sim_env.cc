@@ -55,11 +55,10 @@ class SimNodeClient : public ReplicaNodeClient {
       const absl::Status status = node.AddAndWait(add);
       sim_->Note("  resent add at " + address_ + ": " + status.ToString());
     };
-    Send<absl::Status>(absl::StrFormat("%s add L%d %s lac=%s%s", address_, add.ledger_id,
-                                       Entries(add.batch), Entry(add.last_add_confirmed),
-                                       add.recovery ? " recovery" : ""),
-                       serve, std::move(done), [](absl::Status status) { return status; },
-                       std::move(resend));
+    Send<absl::Status>(
+        absl::StrFormat("%s add L%d %s lac=%s%s", address_, add.ledger_id, Entries(add.batch),
+                        Entry(add.last_add_confirmed), add.recovery ? " recovery" : ""),
+        serve, std::move(done), [](absl::Status status) { return status; }, std::move(resend));
   }
 
   void Read(uint64_t ledger_id, uint64_t entry_id, bool fence,
@@ -69,7 +68,8 @@ class SimNodeClient : public ReplicaNodeClient {
         [ledger_id, entry_id, fence](StoreNode& node) {
           return node.replicas().Read(ledger_id, entry_id, fence);
         },
-        std::move(done), [](absl::Status status) {
+        std::move(done),
+        [](absl::Status status) {
           ReplicaRead read;
           read.outcome = ReadOutcome::kUnknown;
           read.status = std::move(status);
@@ -80,8 +80,8 @@ class SimNodeClient : public ReplicaNodeClient {
   void Fence(uint64_t ledger_id, std::function<void(absl::StatusOr<uint64_t>)> done) override {
     Send<absl::StatusOr<uint64_t>>(
         absl::StrFormat("%s fence L%d", address_, ledger_id),
-        [ledger_id](StoreNode& node) { return node.replicas().Fence(ledger_id); },
-        std::move(done), [](absl::Status status) { return absl::StatusOr<uint64_t>(status); });
+        [ledger_id](StoreNode& node) { return node.replicas().Fence(ledger_id); }, std::move(done),
+        [](absl::Status status) { return absl::StatusOr<uint64_t>(status); });
   }
 
   void ReadLac(uint64_t ledger_id, std::function<void(absl::StatusOr<uint64_t>)> done) override {
@@ -117,8 +117,8 @@ class SimNodeClient : public ReplicaNodeClient {
   void Delete(uint64_t ledger_id, std::function<void(absl::Status)> done) override {
     Send<absl::Status>(
         absl::StrFormat("%s delete L%d", address_, ledger_id),
-        [ledger_id](StoreNode& node) { return node.replicas().Delete(ledger_id); },
-        std::move(done), [](absl::Status status) { return status; });
+        [ledger_id](StoreNode& node) { return node.replicas().Delete(ledger_id); }, std::move(done),
+        [](absl::Status status) { return status; });
   }
 
  private:
@@ -163,10 +163,9 @@ int64_t SimEnv::NowUs() { return sim_->now_us(); }
 
 void SimEnv::After(int64_t delay_us, std::function<void()> fn) {
   ClientProcess* process = &process_;
-  sim_->After(delay_us < 0 ? 0 : delay_us, process_.name + " timer",
-              [process, fn = std::move(fn)] {
-                if (process->alive) fn();
-              });
+  sim_->After(delay_us < 0 ? 0 : delay_us, process_.name + " timer", [process, fn = std::move(fn)] {
+    if (process->alive) fn();
+  });
 }
 
 ReplicaNodeClient* SimEnv::Node(std::string_view address) {
@@ -176,8 +175,8 @@ ReplicaNodeClient* SimEnv::Node(std::string_view address) {
   for (size_t i = 0; i < network_->node_count(); ++i) {
     if (network_->node(i).address() == address) node = i;
   }
-  auto client = std::make_unique<SimNodeClient>(sim_, network_, &process_, node,
-                                                std::string(address));
+  auto client =
+      std::make_unique<SimNodeClient>(sim_, network_, &process_, node, std::string(address));
   ReplicaNodeClient* result = client.get();
   clients_.emplace(std::string(address), std::move(client));
   return result;

@@ -112,8 +112,8 @@ class SeedRun {
     history_.ledger_id = static_cast<uint64_t>(random.Range(1, 1'000));
     absl::StatusOr<std::unique_ptr<ReplicatedWriter>> writer =
         ReplicatedWriter::Create(&env(kWriter), replication_, history_.ledger_id);
-    if (!writer.ok()) return Fail("the writer could not create the ledger: %s",
-                                  writer.status().ToString());
+    if (!writer.ok())
+      return Fail("the writer could not create the ledger: %s", writer.status().ToString());
     writer_ = std::move(*writer);
     sim_.Note(absl::StrFormat("seed %d: %d nodes, E=Qw=%d Qa=%d, ledger %d, add timeout %dus",
                               options_.seed, node_count, config.write_quorum, config.ack_quorum,
@@ -230,8 +230,8 @@ class SeedRun {
         const int64_t extra_us = random.Range(1'000, replication_.add_timeout_us / 2);
         sim_.Note(absl::StrFormat("slow link writer <-> %s: +%dus", address, extra_us));
         network_->SetSlow(&env(kWriter).process(), node, extra_us);
-        sim_.After(recovery_us - sim_.now_us() + random.Range(5'000, 50'000),
-                   "link back to speed", [this, node] {
+        sim_.After(recovery_us - sim_.now_us() + random.Range(5'000, 50'000), "link back to speed",
+                   [this, node] {
                      if (!healed_) network_->SetSlow(&env(kWriter).process(), node, 0);
                    });
         // Soon enough to catch the fence message on the way (the network takes at least 50us).
@@ -246,8 +246,7 @@ class SeedRun {
   }
 
   std::optional<ReplicatedLedgerRecord> CurrentRecord() {
-    absl::StatusOr<VersionedValue> value =
-        metadata_->Get(ReplicatedLedgerKey(history_.ledger_id));
+    absl::StatusOr<VersionedValue> value = metadata_->Get(ReplicatedLedgerKey(history_.ledger_id));
     if (!value.ok()) return std::nullopt;
     absl::StatusOr<ReplicatedLedgerRecord> record = DecodeReplicatedLedgerRecord(value->value);
     if (!record.ok()) return std::nullopt;
@@ -257,8 +256,10 @@ class SeedRun {
   // `name` tells this recovery apart in the history (a client may run a second one).
   void StartRecovery(size_t client, int64_t at_us, std::string name) {
     const size_t index = history_.recoveries.size();
-    history_.recoveries.push_back({.client = name});
-    sim_.After(at_us, name + " starts", [this, client, index] {
+    RecoveryRecord record;
+    record.client = std::move(name);
+    history_.recoveries.push_back(std::move(record));
+    sim_.After(at_us, history_.recoveries[index].client + " starts", [this, client, index] {
       history_.recoveries[index].started_us = sim_.now_us();
       RecoverReplicatedLedger(&env(client), replication_, history_.ledger_id,
                               [this, index](absl::StatusOr<uint64_t> last) {
@@ -267,10 +268,9 @@ class SeedRun {
                                 recovery.finished_us = sim_.now_us();
                                 recovery.status = last.status();
                                 if (last.ok()) recovery.last_entry_id = *last;
-                                sim_.Note(absl::StrFormat(
-                                    "  %s finished: %s", recovery.client,
-                                    last.ok() ? "last entry " + Entry(*last)
-                                              : last.status().ToString()));
+                                sim_.Note(absl::StrFormat("  %s finished: %s", recovery.client,
+                                                          last.ok() ? "last entry " + Entry(*last)
+                                                                    : last.status().ToString()));
                               });
     });
   }
@@ -302,8 +302,8 @@ class SeedRun {
       CrashNode(node);
     } else if (kind < 85) {
       const int64_t extra_us = random.Range(10'000, 3 * replication_.add_timeout_us);
-      sim_.Note(absl::StrFormat("slow link %s <-> %s: +%dus", client.name,
-                                nodes_[node]->address(), extra_us));
+      sim_.Note(absl::StrFormat("slow link %s <-> %s: +%dus", client.name, nodes_[node]->address(),
+                                extra_us));
       network_->SetSlow(&client, node, extra_us);
       sim_.After(random.Range(5'000, 100'000), "link back to speed", [this, &client, node] {
         if (!healed_) network_->SetSlow(&client, node, 0);
@@ -416,8 +416,8 @@ class SeedRun {
       return std::nullopt;
     }
     if (view->ledger_id() != history_.ledger_id || view->base_entry_id() != entry_id) {
-      Fail("%s asked for entry %d and got a batch of ledger %d with entries %d..%d", who,
-           entry_id, view->ledger_id(), view->base_entry_id(), view->last_entry_id());
+      Fail("%s asked for entry %d and got a batch of ledger %d with entries %d..%d", who, entry_id,
+           view->ledger_id(), view->base_entry_id(), view->last_entry_id());
       return std::nullopt;
     }
     return ReadBatch{.first_entry_id = view->base_entry_id(),
@@ -496,9 +496,8 @@ class SeedRun {
     uint64_t entry = 0;
     while (entry <= record->last_entry_id) {
       std::optional<absl::StatusOr<std::string>> answer;
-      (*reader)->Read(entry, [&answer](absl::StatusOr<std::string> batch) {
-        answer = std::move(batch);
-      });
+      (*reader)->Read(entry,
+                      [&answer](absl::StatusOr<std::string> batch) { answer = std::move(batch); });
       if (!sim_.RunUntil([&answer] { return answer.has_value(); },
                          sim_.now_us() + kReadBackTimeoutUs)) {
         history_.unreadable_entry = entry;
@@ -531,8 +530,7 @@ class SeedRun {
       acknowledged += append.outcome == AppendRecord::Outcome::kAcknowledged ? 1 : 0;
       failed += append.outcome == AppendRecord::Outcome::kFailed ? 1 : 0;
     }
-    const uint64_t last =
-        history_.final_record ? history_.final_record->last_entry_id : kNoEntry;
+    const uint64_t last = history_.final_record ? history_.final_record->last_entry_id : kNoEntry;
     return absl::StrFormat(
         "%d nodes E=Qw=%d Qa=%d, %d appends (%d acknowledged, %d failed), writer %s, %d "
         "recoveries, closed at %s, %d crashes, %d link breaks, %d events",
