@@ -111,11 +111,11 @@ void Network::Call(ClientProcess* client, size_t node, std::string what,
   const uint64_t call = link.next_call++;
   const uint64_t connection = link.connection;
   // The caller's end of the call: exactly once, and never for a crashed client.
-  auto answer = [this, &link, client, call, done](Result result) {
+  auto answer = [&link, client, call, done](Result result) {
     link.in_flight.erase(call);
     if (client->alive) done(std::move(result));
   };
-  link.in_flight[call].fail = [this, client, call, what, done, unavailable](absl::Status status) {
+  link.in_flight[call].fail = [this, client, what, done, unavailable](absl::Status status) {
     sim_->After(sim_->random().Range(50, 500),
                 client->name + " <- " + what + ": " + status.ToString(),
                 [client, done, unavailable, status] {
