@@ -14,9 +14,7 @@ absl::Status Damaged(std::string_view what) {
   return absl::DataLossError(absl::StrCat("replica header: ", Sv(what)));
 }
 
-uint64_t Checksum(const char* value) {
-  return XXH3_64bits(value, kReplicaHeaderChecksumOffset);
-}
+uint64_t Checksum(const char* value) { return XXH3_64bits(value, kReplicaHeaderChecksumOffset); }
 
 }  // namespace
 

@@ -19,9 +19,14 @@
 // serializes what changes that ledger here (Add, Fence, Close, Delete) and owns its local
 // writers; it is taken before `mu_` and is held over the local store's blocking calls, so that
 // the ledger's batches are appended in the order of the Add calls and a fence never races an
-// append. Append completions take only `mu_`. So `done` may run on the thread of a local store
-// call made for another ledger while that ledger's `op_mu` is held: a `done` must not call back
-// into this ReplicaStore.
+// append. Append completions take only `mu_`. An answer (`done`) is never given with either
+// lock held: one given on a thread that holds an `op_mu` (an add refused or a resend answered
+// at once, an append the local store fails at once, which it answers on the appending thread,
+// or another append's completion run by a thread that appends and waits) is deferred until the
+// thread lets go of it (DeferAnswers), so that such a `done` may call back into the
+// ReplicaStore. A `done` run by the local store's own thread has the local store's callback
+// rules: quick, and never waiting for that store (a Fence from there would wait for the very
+// append that is completing).
 #include "cairn/replica_store.h"
 
 #include <algorithm>
@@ -101,6 +106,41 @@ struct ReplicaLedger {
   }
 };
 
+// While one lives on a thread, answers given on that thread wait for its destruction. Declared
+// before the MutexLock of an `op_mu`, it runs them after the lock is let go. Nested ones leave
+// the answers to the outermost.
+class DeferAnswers {
+ public:
+  DeferAnswers() {
+    if (queue_ == nullptr) queue_ = &answers_;
+  }
+  ~DeferAnswers() {
+    if (queue_ != &answers_) return;
+    queue_ = nullptr;
+    // Each answer runs with no deferral in place: one that calls back into the ReplicaStore
+    // defers its own answers in its own scope.
+    for (auto& answer : answers_) answer();
+  }
+  DeferAnswers(const DeferAnswers&) = delete;
+  DeferAnswers& operator=(const DeferAnswers&) = delete;
+
+  // Runs `answer` now, or when the outermost DeferAnswers on this thread ends.
+  static void Give(std::function<void()> answer) {
+    if (queue_ == nullptr) return answer();
+    queue_->push_back(std::move(answer));
+  }
+
+ private:
+  static thread_local std::vector<std::function<void()>>* queue_;
+  std::vector<std::function<void()>> answers_;
+};
+
+thread_local std::vector<std::function<void()>>* DeferAnswers::queue_ = nullptr;
+
+void Answer(Done done, absl::Status status) {
+  DeferAnswers::Give([done = std::move(done), status = std::move(status)]() { done(status); });
+}
+
 uint64_t MaxLac(uint64_t known, uint64_t told) {
   if (known == kNoEntry) return told;
   if (told == kNoEntry) return known;
@@ -147,6 +187,7 @@ class ReplicaStoreImpl final : public ReplicaStore {
       for (auto& [id, ledger] : ledgers_) ledgers.push_back(ledger);
     }
     for (auto& ledger : ledgers) {
+      DeferAnswers defer;
       MutexLock op(ledger->op_mu);
       ledger->writers.clear();
     }
@@ -221,8 +262,8 @@ absl::StatusOr<ReplicaHeader> ReplicaStoreImpl::ReadHeader(uint64_t local_id) {
 }
 
 absl::Status ReplicaStoreImpl::Load() {
-  const bool may_have_lost = !store_->acknowledged_means_durable() &&
-                             !store_->recovery_report().clean_shutdown;
+  const bool may_have_lost =
+      !store_->acknowledged_means_durable() && !store_->recovery_report().clean_shutdown;
   MutexLock lock(mu_);  // Nobody else sees this store yet: held for the annotations' sake.
   for (uint64_t local_id : store_->ListLedgers()) {
     if (local_id < kReplicaLocalIdBase) continue;
@@ -235,8 +276,9 @@ absl::Status ReplicaStoreImpl::Load() {
       // nothing. Which ledger it was for cannot be known; if the store may have lost
       // acknowledged appends, that ledger's lost entries cannot be put in limbo.
       options_.log(may_have_lost ? LogLevel::kWarning : LogLevel::kInfo,
-                   absl::StrCat(context, " has no header: removed (a range being created when the "
-                                         "node stopped",
+                   absl::StrCat(context,
+                                " has no header: removed (a range being created when the "
+                                "node stopped",
                                 may_have_lost ? "; entries it held may be lost)" : ")"));
       CAIRN_RETURN_IF_ERROR(WithContext(store_->DeleteLedger(local_id), context));
       continue;
@@ -289,6 +331,7 @@ absl::Status ReplicaStoreImpl::EnterLimbo() {
     }
   }
   for (auto& ledger : ledgers) {
+    DeferAnswers defer;
     MutexLock op(ledger->op_mu);
     bool limbo;
     {
@@ -302,10 +345,10 @@ absl::Status ReplicaStoreImpl::EnterLimbo() {
       // The marker first: from the moment it is durable, L is fenced and in limbo here.
       CAIRN_ASSIGN_OR_RETURN(
           std::shared_ptr<Range> marker,
-          NewRange(*ledger, ReserveLocalId(),
-                   ReplicaHeader{.ledger_id = ledger->id, .first_entry_id = 0,
-                                 .limbo_marker = true},
-                   /*keep_writer=*/false));
+          NewRange(
+              *ledger, ReserveLocalId(),
+              ReplicaHeader{.ledger_id = ledger->id, .first_entry_id = 0, .limbo_marker = true},
+              /*keep_writer=*/false));
       CAIRN_RETURN_IF_ERROR(store_->Fence(marker->local_id).status());
       MutexLock lock(mu_);
       marker->fenced = true;
@@ -337,12 +380,11 @@ uint64_t ReplicaStoreImpl::ReserveLocalId() {
 }
 
 absl::StatusOr<std::shared_ptr<Range>> ReplicaStoreImpl::NewRange(ReplicaLedger& ledger,
-                                                                   uint64_t local_id,
-                                                                   const ReplicaHeader& header,
-                                                                   bool keep_writer) {
-  const std::string context =
-      absl::StrCat("starting a range of replicated ledger ", ledger.id, " in local ledger ",
-                   local_id);
+                                                                  uint64_t local_id,
+                                                                  const ReplicaHeader& header,
+                                                                  bool keep_writer) {
+  const std::string context = absl::StrCat("starting a range of replicated ledger ", ledger.id,
+                                           " in local ledger ", local_id);
   CAIRN_RETURN_IF_ERROR(WithContext(store_->CreateLedger(local_id).status(), context));
   BatchBuilder batch;
   CAIRN_RETURN_IF_ERROR(internal::AddReplicaHeaderEntry(header, batch));
@@ -392,10 +434,9 @@ absl::Status ReplicaStoreImpl::FenceLedger(ReplicaLedger& ledger) {
   if (holds_nothing) {
     // An empty fenced range records the fence durably, so that the ledger's first ordinary add
     // is refused also after a restart.
-    CAIRN_ASSIGN_OR_RETURN(
-        std::shared_ptr<Range> range,
-        NewRange(ledger, ReserveLocalId(), ReplicaHeader{.ledger_id = ledger.id},
-                 /*keep_writer=*/false));
+    CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<Range> range,
+                           NewRange(ledger, ReserveLocalId(), ReplicaHeader{.ledger_id = ledger.id},
+                                    /*keep_writer=*/false));
     to_fence.push_back(std::move(range));
   }
   for (const auto& range : to_fence) {
@@ -410,13 +451,13 @@ absl::Status ReplicaStoreImpl::FenceLedger(ReplicaLedger& ledger) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::pair<uint64_t, uint64_t>> ReplicaStoreImpl::LocalBatchAt(
-    uint64_t local_id, uint64_t local_entry) {
+absl::StatusOr<std::pair<uint64_t, uint64_t>> ReplicaStoreImpl::LocalBatchAt(uint64_t local_id,
+                                                                             uint64_t local_entry) {
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<LedgerReader> reader, store_->OpenReader(local_id));
   CAIRN_ASSIGN_OR_RETURN(ReadResult read, reader->Read(local_entry, ReadLimits{.max_entries = 1}));
   if (read.empty()) {
-    return absl::DataLossError(absl::StrCat("local ledger ", local_id, ": no batch at entry ",
-                                            local_entry));
+    return absl::DataLossError(
+        absl::StrCat("local ledger ", local_id, ": no batch at entry ", local_entry));
   }
   const BatchView& batch = read.batches()[0];
   return std::make_pair(batch.base_entry_id(), batch.last_entry_id());
@@ -477,12 +518,13 @@ void ReplicaStoreImpl::Add(const ReplicaAdd& add, Done done) {
         add.batch.size() - view->size_bytes(), " bytes follow the batch: send exactly one")));
   }
   if (view->ledger_id() != add.ledger_id) {
-    return done(absl::InvalidArgumentError(absl::StrCat(
-        "a batch of ledger ", view->ledger_id(), " sent for ledger ", add.ledger_id)));
+    return done(absl::InvalidArgumentError(
+        absl::StrCat("a batch of ledger ", view->ledger_id(), " sent for ledger ", add.ledger_id)));
   }
   const uint64_t first = view->base_entry_id();
   const uint64_t last = view->last_entry_id();
 
+  DeferAnswers defer;
   std::shared_ptr<ReplicaLedger> ledger = FindOrAdd(add.ledger_id);
   MutexLock op(ledger->op_mu);
   AddPlan plan;
@@ -492,16 +534,17 @@ void ReplicaStoreImpl::Add(const ReplicaAdd& add, Done done) {
   }
   switch (plan.kind) {
     case AddPlan::Kind::kAnswer:
-      return done(plan.status);
+      return Answer(std::move(done), plan.status);
     case AddPlan::Kind::kQueued:
       return;
     case AddPlan::Kind::kCheckHeld:
       return CheckHeld(*plan.range, first, last, std::move(done));
     case AddPlan::Kind::kNewRange: {
-      absl::StatusOr<std::shared_ptr<Range>> range = NewRange(
-          *ledger, plan.local_id, ReplicaHeader{.ledger_id = add.ledger_id, .first_entry_id = first},
-          /*keep_writer=*/true);
-      if (!range.ok()) return done(range.status());
+      absl::StatusOr<std::shared_ptr<Range>> range =
+          NewRange(*ledger, plan.local_id,
+                   ReplicaHeader{.ledger_id = add.ledger_id, .first_entry_id = first},
+                   /*keep_writer=*/true);
+      if (!range.ok()) return Answer(std::move(done), range.status());
       MutexLock lock(mu_);
       (*range)->end_entry_id = last + 1;
       (*range)->in_flight[first] = InFlight{.last_entry_id = last, .resends = {}};
@@ -523,13 +566,13 @@ void ReplicaStoreImpl::Add(const ReplicaAdd& add, Done done) {
         range->in_flight.erase(first);
         range->end_entry_id = range->durable_end_entry_id;
       }
-      return done(opened.status());
+      return Answer(std::move(done), opened.status());
     }
     writer = std::move(*opened);
   }
   writer->AppendAsync(std::span<const char>(add.batch),
-                      [this, range, first, last, done = std::move(done)](
-                          absl::StatusOr<AppendResult> result) mutable {
+                      [this, range, first, last,
+                       done = std::move(done)](absl::StatusOr<AppendResult> result) mutable {
                         OnAppended(range, first, last, result, std::move(done));
                       });
 }
@@ -565,8 +608,8 @@ void ReplicaStoreImpl::OnAppended(const std::shared_ptr<Range>& range, uint64_t 
       if (range->in_flight.empty()) range->failing = false;
     }
   }
-  done(status);
-  for (Done& resend : resends) resend(status);
+  Answer(std::move(done), status);
+  for (Done& resend : resends) Answer(std::move(resend), status);
 }
 
 void ReplicaStoreImpl::CheckHeld(const Range& range, uint64_t first, uint64_t last, Done done) {
@@ -580,19 +623,19 @@ void ReplicaStoreImpl::CheckHeld(const Range& range, uint64_t first, uint64_t la
     local_last = range.LocalEntry(last);
   }
   absl::StatusOr<std::pair<uint64_t, uint64_t>> held = LocalBatchAt(local_id, local_first);
-  if (!held.ok()) return done(held.status());
+  if (!held.ok()) return Answer(std::move(done), held.status());
   if (held->first != local_first || held->second != local_last) {
-    return done(absl::InvalidArgumentError(absl::StrFormat(
-        "batch [%d, %d] is held here, but not as one batch", first, last)));
+    return Answer(std::move(done),
+                  absl::InvalidArgumentError(absl::StrFormat(
+                      "batch [%d, %d] is held here, but not as one batch", first, last)));
   }
-  done(absl::OkStatus());  // A resend of a batch held durably.
+  Answer(std::move(done), absl::OkStatus());  // A resend of a batch held durably.
 }
 
 // ---- read -----------------------------------------------------------------------------------
 
 absl::StatusOr<std::string> ReplicaStoreImpl::ReadHeld(uint64_t ledger_id, uint64_t local_id,
-                                                       uint64_t first_entry_id,
-                                                       uint64_t entry_id) {
+                                                       uint64_t first_entry_id, uint64_t entry_id) {
   const uint64_t local_entry = entry_id - first_entry_id + 1;
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<LedgerReader> reader, store_->OpenReader(local_id));
   CAIRN_ASSIGN_OR_RETURN(ReadResult read, reader->Read(local_entry, ReadLimits{.max_entries = 1}));
@@ -607,8 +650,8 @@ absl::StatusOr<std::string> ReplicaStoreImpl::ReadHeld(uint64_t ledger_id, uint6
                                             " for entry ", local_entry));
   }
   std::string batch(local.bytes().data(), local.size_bytes());
-  CAIRN_RETURN_IF_ERROR(internal::StampBatch(std::span<char>(batch.data(), batch.size()),
-                                             ledger_id, local.base_entry_id() - 1 + first_entry_id,
+  CAIRN_RETURN_IF_ERROR(internal::StampBatch(std::span<char>(batch.data(), batch.size()), ledger_id,
+                                             local.base_entry_id() - 1 + first_entry_id,
                                              local.payload_hash()));
   // Verified after the restamp too: these are the bytes the reader will trust.
   CAIRN_ASSIGN_OR_RETURN(BatchView served, BatchView::Parse(batch));
@@ -624,8 +667,8 @@ ReplicaRead ReplicaStoreImpl::Read(uint64_t ledger_id, uint64_t entry_id, bool f
   auto unknown = [&](absl::Status status) {
     // The planted bug: an error is taken for "not here", which lets recovery end a ledger
     // before entries it acknowledged.
-    out.outcome = options_.planted_bug_error_as_absent ? ReadOutcome::kAbsent
-                                                       : ReadOutcome::kUnknown;
+    out.outcome =
+        options_.planted_bug_error_as_absent ? ReadOutcome::kAbsent : ReadOutcome::kUnknown;
     out.status = std::move(status);
     return std::move(out);
   };
@@ -654,9 +697,9 @@ ReplicaRead ReplicaStoreImpl::Read(uint64_t ledger_id, uint64_t entry_id, bool f
   if (holder == nullptr) {
     if (limbo) {
       out.outcome = ReadOutcome::kUnknown;
-      out.status = absl::UnavailableError(absl::StrCat(
-          "replicated ledger ", ledger_id, " is in limbo here: entry ", entry_id,
-          " may have been acknowledged and lost"));
+      out.status = absl::UnavailableError(absl::StrCat("replicated ledger ", ledger_id,
+                                                       " is in limbo here: entry ", entry_id,
+                                                       " may have been acknowledged and lost"));
       return out;
     }
     out.outcome = ReadOutcome::kAbsent;
@@ -682,6 +725,7 @@ ReplicaRead ReplicaStoreImpl::Read(uint64_t ledger_id, uint64_t entry_id, bool f
 // ---- fence, LAC, close, delete --------------------------------------------------------------
 
 absl::StatusOr<uint64_t> ReplicaStoreImpl::Fence(uint64_t ledger_id) {
+  DeferAnswers defer;
   std::shared_ptr<ReplicaLedger> ledger = FindOrAdd(ledger_id);
   MutexLock op(ledger->op_mu);
   CAIRN_RETURN_IF_ERROR(FenceLedger(*ledger));
@@ -726,13 +770,15 @@ absl::Status ReplicaStoreImpl::SealRange(Range& range, uint64_t last_entry_id) {
   CAIRN_RETURN_IF_ERROR(store_->SealFenced(local_id, seal_at).status());
   MutexLock lock(mu_);
   range.fenced = range.sealed = true;
-  range.end_entry_id = range.durable_end_entry_id =
-      first + (seal_at == kNoEntry ? 0 : seal_at);
+  range.end_entry_id = range.durable_end_entry_id = first + (seal_at == kNoEntry ? 0 : seal_at);
   return absl::OkStatus();
 }
 
 absl::Status ReplicaStoreImpl::Close(uint64_t ledger_id, uint64_t last_entry_id) {
-  std::shared_ptr<ReplicaLedger> ledger = FindOrAdd(ledger_id);
+  // Nothing held, nothing to seal: the closed state lives in the local ledgers' seals only.
+  std::shared_ptr<ReplicaLedger> ledger = Find(ledger_id);
+  if (ledger == nullptr) return absl::OkStatus();
+  DeferAnswers defer;
   MutexLock op(ledger->op_mu);
   std::vector<std::shared_ptr<Range>> data;
   std::vector<std::shared_ptr<Range>> markers;
@@ -744,10 +790,9 @@ absl::Status ReplicaStoreImpl::Close(uint64_t ledger_id, uint64_t last_entry_id)
   }
   DropWriters(*ledger);
   for (const auto& range : data) {
-    CAIRN_RETURN_IF_ERROR(WithContext(
-        SealRange(*range, last_entry_id),
-        absl::StrCat("closing replicated ledger ", ledger_id, " (local ledger ",
-                     range->local_id, ")")));
+    CAIRN_RETURN_IF_ERROR(WithContext(SealRange(*range, last_entry_id),
+                                      absl::StrCat("closing replicated ledger ", ledger_id,
+                                                   " (local ledger ", range->local_id, ")")));
   }
   {
     MutexLock lock(mu_);
@@ -769,6 +814,7 @@ absl::Status ReplicaStoreImpl::Close(uint64_t ledger_id, uint64_t last_entry_id)
 absl::Status ReplicaStoreImpl::Delete(uint64_t ledger_id) {
   std::shared_ptr<ReplicaLedger> ledger = Find(ledger_id);
   if (ledger == nullptr) return absl::OkStatus();
+  DeferAnswers defer;
   MutexLock op(ledger->op_mu);
   std::vector<std::shared_ptr<Range>> ranges;
   {

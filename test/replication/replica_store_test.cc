@@ -5,10 +5,13 @@
 // of a read.
 #include "cairn/replica_store.h"
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "cairn/fault_injection.h"
 #include "cairn/io.h"
@@ -93,9 +96,12 @@ std::string MakeBatch(uint64_t ledger, uint64_t first, int count) {
   BatchBuilder batch;
   for (int i = 0; i < count; ++i) {
     const uint64_t entry = first + i;
-    const std::string value = "ledger " + std::to_string(ledger) + " entry " + std::to_string(entry);
-    REQUIRE(batch.Add({.key = "k" + std::to_string(entry), .value = value,
-                       .timestamp_us = static_cast<int64_t>(1000 + entry)})
+    const std::string value =
+        "ledger " + std::to_string(ledger) + " entry " + std::to_string(entry);
+    REQUIRE(batch
+                .Add({.key = "k" + std::to_string(entry),
+                      .value = value,
+                      .timestamp_us = static_cast<int64_t>(1000 + entry)})
                 .ok());
   }
   std::span<const char> bytes = Unwrap(batch.Finish(ledger, first));
@@ -268,6 +274,9 @@ TEST_CASE("replica store: a fence refuses ordinary adds, durably, and takes reco
   for (uint64_t e = 0; e < 8; ++e) {
     REQUIRE(OutcomeOf(node.replicas(), 4, e) == ReadOutcome::kPresent);
   }
+  // A recovery writing back entries the node held before the fence: held already.
+  REQUIRE(AddAndWait(node.replicas(), MakeAdd(4, 0, 2, /*recovery=*/true)).ok());
+  REQUIRE(absl::IsInvalidArgument(AddAndWait(node.replicas(), MakeAdd(4, 1, 2, true))));
   // A second recovery fences the first one's range too.
   REQUIRE(node.replicas().Fence(4).ok());
   const ReplicaAdd second = MakeAdd(4, 8, 1, /*recovery=*/true);
@@ -275,9 +284,10 @@ TEST_CASE("replica store: a fence refuses ordinary adds, durably, and takes reco
   RequireServes(node.replicas(), 4, 8, second.batch);
 }
 
-TEST_CASE("replica store: a fence of a ledger never seen refuses its first add, after a restart "
-          "too",
-          "[replica]") {
+TEST_CASE(
+    "replica store: a fence of a ledger never seen refuses its first add, after a restart "
+    "too",
+    "[replica]") {
   Node node;
   REQUIRE(Unwrap(node.replicas().Fence(99)) == kNoEntry);
   REQUIRE(absl::IsFailedPrecondition(AddAndWait(node.replicas(), MakeAdd(99, 0, 1))));
@@ -313,9 +323,10 @@ TEST_CASE("replica store: a read error is unknown, never absent (unless the bug 
   RequireServes(node.replicas(), 5, 1, a.batch);
 }
 
-TEST_CASE("replica store: after an unclean shutdown of an async store, ledgers are in limbo "
-          "until closed",
-          "[replica]") {
+TEST_CASE(
+    "replica store: after an unclean shutdown of an async store, ledgers are in limbo "
+    "until closed",
+    "[replica]") {
   Node node(Durability::kAsync);
   const ReplicaAdd a = MakeAdd(6, 0, 2);
   const ReplicaAdd b = MakeAdd(6, 2, 2);
@@ -408,7 +419,8 @@ TEST_CASE("replica store: Delete removes every range of a ledger", "[replica]") 
   REQUIRE(AddAndWait(node.replicas(), MakeAdd(12, 0, 2)).ok());
   node.Crash(/*keep_all=*/true);  // Ledger 11 gets a limbo marker too.
   REQUIRE(Unwrap(node.replicas().Info(11)).limbo);
-  REQUIRE(ReplicaLocalLedgers(node.store()) == 5);  // 11: two ranges and a marker; 12: a range and a marker.
+  REQUIRE(ReplicaLocalLedgers(node.store()) ==
+          5);  // 11: two ranges and a marker; 12: a range and a marker.
   REQUIRE(node.replicas().Delete(11).ok());
   REQUIRE(node.replicas().Delete(11).ok());  // Nothing left: OK.
   REQUIRE(absl::IsNotFound(node.replicas().Info(11).status()));
@@ -421,6 +433,75 @@ TEST_CASE("replica store: Delete removes every range of a ledger", "[replica]") 
   // A ledger of the same id starts afresh.
   REQUIRE(AddAndWait(node.replicas(), MakeAdd(11, 0, 1)).ok());
   REQUIRE(OutcomeOf(node.replicas(), 11, 0) == ReadOutcome::kPresent);
+}
+
+TEST_CASE("replica store: an answer given at once may call back into the replica store",
+          "[replica]") {
+  Node node;
+  REQUIRE(node.replicas().Fence(15).ok());
+  // Refused at once: the answer comes while the add is being handled, and adds again.
+  std::promise<absl::Status> inner;
+  absl::Status outer;
+  node.replicas().Add(MakeAdd(15, 0, 1), [&](absl::Status status) {
+    outer = status;
+    node.replicas().Add(MakeAdd(15, 0, 1, /*recovery=*/true),
+                        [&](absl::Status s) { inner.set_value(s); });
+  });
+  REQUIRE(inner.get_future().get().ok());
+  REQUIRE(absl::IsFailedPrecondition(outer));
+  // A resend of a held batch is answered on the caller's thread too.
+  std::promise<absl::Status> resent;
+  node.replicas().Add(MakeAdd(15, 0, 1, /*recovery=*/true), [&](absl::Status status) {
+    REQUIRE(status.ok());
+    node.replicas().Add(MakeAdd(15, 0, 1, /*recovery=*/true),
+                        [&](absl::Status s) { resent.set_value(s); });
+  });
+  REQUIRE(resent.get_future().get().ok());
+}
+
+TEST_CASE("replica store: concurrent adds, reads and fences keep every ledger's batches in order",
+          "[replica]") {
+  Node node;
+  constexpr int kLedgers = 4;
+  constexpr int kBatches = 60;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  // Made here: Catch's assertions (in MakeAdd) are for the test's own thread only.
+  std::vector<std::vector<ReplicaAdd>> adds(kLedgers);
+  for (int l = 0; l < kLedgers; ++l) {
+    for (int b = 0; b < kBatches; ++b) {
+      adds[l].push_back(MakeAdd(100 + l, 2 * b, 2, false, b == 0 ? kNoEntry : 2 * b - 1));
+    }
+  }
+  for (int l = 0; l < kLedgers; ++l) {
+    threads.emplace_back([&, l] {
+      // Pipelined: every batch is sent before the first is answered.
+      std::vector<std::promise<absl::Status>> answers(kBatches);
+      for (int b = 0; b < kBatches; ++b) {
+        node.replicas().Add(adds[l][b], [&answers, b](absl::Status s) { answers[b].set_value(s); });
+      }
+      for (auto& answer : answers) failures += !answer.get_future().get().ok();
+    });
+  }
+  threads.emplace_back([&] {
+    // Meanwhile: reads (any answer but unknown) and a fence of a ledger of its own.
+    for (int i = 0; i < 200; ++i) {
+      const ReplicaRead read = node.replicas().Read(100 + i % kLedgers, i % (2 * kBatches), false);
+      failures += read.outcome == ReadOutcome::kUnknown;
+      if (i == 100) failures += !node.replicas().Fence(200).ok();
+    }
+  });
+  for (std::thread& thread : threads) thread.join();
+  REQUIRE(failures == 0);
+  node.Reopen();
+  for (uint64_t ledger = 100; ledger < 100 + kLedgers; ++ledger) {
+    const ReplicaInfo info = Unwrap(node.replicas().Info(ledger));
+    REQUIRE(info.ranges.size() == 1);
+    REQUIRE(info.ranges[0].end_entry_id == 2 * kBatches);
+    for (uint64_t b = 0; b < kBatches; ++b) {
+      RequireServes(node.replicas(), ledger, 2 * b + 1, MakeBatch(ledger, 2 * b, 2));
+    }
+  }
 }
 
 TEST_CASE("replica store: List gives the ledgers held, ascending", "[replica]") {
@@ -474,10 +555,18 @@ TEST_CASE("replica store: a damaged range header fails Open with kDataLoss", "[r
     std::string value = internal::EncodeReplicaHeader({.ledger_id = 2, .first_entry_id = 0});
     std::optional<std::string> key = std::string(internal::kReplicaHeaderKey);
     switch (kind) {
-      case 0: value[9] ^= 1; break;  // The ledger id, under the record's checksum.
-      case 1: value = "not a header"; break;
-      case 2: key = std::nullopt; break;
-      case 3: REQUIRE(batch.Add({.key = std::nullopt, .value = "first"}).ok()); break;  // Two entries.
+      case 0:
+        value[9] ^= 1;
+        break;  // The ledger id, under the record's checksum.
+      case 1:
+        value = "not a header";
+        break;
+      case 2:
+        key = std::nullopt;
+        break;
+      case 3:
+        REQUIRE(batch.Add({.key = std::nullopt, .value = "first"}).ok());
+        break;  // Two entries.
     }
     REQUIRE(batch.Add({.key = key, .value = value}).ok());
     REQUIRE(writer->Append(batch).ok());
@@ -490,8 +579,8 @@ TEST_CASE("replica store: a damaged range header fails Open with kDataLoss", "[r
 
 TEST_CASE("replica store: the range header round-trips, and any flipped bit is damage",
           "[replica]") {
-  const internal::ReplicaHeader header{.ledger_id = 0x0102030405060708, .first_entry_id = 77,
-                                       .limbo_marker = true};
+  const internal::ReplicaHeader header{
+      .ledger_id = 0x0102030405060708, .first_entry_id = 77, .limbo_marker = true};
   const std::string value = internal::EncodeReplicaHeader(header);
   REQUIRE(value.size() == internal::kReplicaHeaderBytes);
   REQUIRE(Unwrap(internal::DecodeReplicaHeader(value)) == header);
