@@ -59,6 +59,7 @@ class Recovery : public std::enable_shared_from_this<Recovery> {
   void WriteBack(std::string batch, uint64_t last);
   void OnWriteBack(uint64_t round, absl::Status status);
   void CloseRecord(int attempt);
+  void AdoptClosed(const ReplicatedLedgerRecord& closed);
   void Finish(absl::StatusOr<uint64_t> result);
   void Retry(void (Recovery::*step)());
 
@@ -116,18 +117,11 @@ void Recovery::Start() {
 
 void Recovery::Retry(void (Recovery::*step)()) {
   // Another recovery may have closed the ledger meanwhile (and the nodes then refuse this one's
-  // write-backs): its end must be this one's too.
+  // write-backs): its end is the ledger's end.
   absl::StatusOr<VersionedLedgerRecord> current =
       internal::ReadLedgerRecord(env_->metadata(), ledger_id_);
   if (current.ok() && current->record.state == ReplicatedLedgerState::kClosed) {
-    const uint64_t last = current->record.last_entry_id;
-    if (last_found_ != kNoEntry && (last == kNoEntry || last < last_found_)) {
-      Finish(absl::InternalError(absl::StrCat(
-          "replicated ledger ", ledger_id_, " was closed at entry ", static_cast<int64_t>(last),
-          " by another recovery, this one found entry ", last_found_)));
-      return;
-    }
-    Finish(last);
+    AdoptClosed(current->record);
     return;
   }
   if (PastDeadline()) {
@@ -315,14 +309,8 @@ void Recovery::CloseRecord(int attempt) {
       return;
     }
     if (current->record.state == ReplicatedLedgerState::kClosed) {
-      if (current->record.last_entry_id != last) {
-        Finish(absl::InternalError(absl::StrCat(
-            "replicated ledger ", ledger_id_, " was closed at entry ",
-            static_cast<int64_t>(current->record.last_entry_id), " by another recovery, this one found ",
-            static_cast<int64_t>(last))));
-        return;
-      }
-      record_ = std::move(*current);
+      AdoptClosed(current->record);
+      return;
     } else {
       // Another change of the record (one more recovery starting): swap again on the new one.
       record_ = std::move(*current);
@@ -339,6 +327,22 @@ void Recovery::CloseRecord(int attempt) {
     for (const std::string& node : fragment.nodes) {
       env_->Node(node)->Close(ledger_id_, last, [](absl::Status) {});
     }
+  }
+  Finish(last);
+}
+
+// Another recovery (or the writer) closed the ledger first: its last entry is the ledger's.
+// This one may have found batches past it (read on one node before the other recovery's reads
+// fenced the rest): they were never acknowledged, since the other recovery found them absent on
+// Qw - Qa + 1 fenced nodes, or the writer closed without them. Only one close ever lands, so
+// every recovery reports the same entry.
+void Recovery::AdoptClosed(const ReplicatedLedgerRecord& closed) {
+  const uint64_t last = closed.last_entry_id;
+  if (last_found_ != kNoEntry && (last == kNoEntry || last < last_found_) && options_.log) {
+    options_.log(LogLevel::kInfo,
+                 absl::StrCat("replicated ledger ", ledger_id_, ": closed at entry ",
+                              static_cast<int64_t>(last), " by another recovery while this one ",
+                              "had found entries up to ", last_found_, " (never acknowledged)"));
   }
   Finish(last);
 }
