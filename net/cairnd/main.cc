@@ -37,6 +37,7 @@
 #include "net/metrics/metrics.h"
 #include "net/net_status.h"
 #include "net/proxy/proxy.h"
+#include "net/store_node/replica_gc.h"
 #include "net/store_node/store_node.h"
 #include "net/store_node/store_node_metrics.h"
 #include "net/store_node/thread_pool.h"
@@ -79,6 +80,15 @@ ABSL_FLAG(uint32_t, session_timeout_ms, 10000,
           "long is dropped from the registry");
 ABSL_FLAG(std::string, rack, "",
           "store with --metadata zk://...: the rack (or zone) the node registers with");
+ABSL_FLAG(uint32_t, replica_gc_interval_ms, 300000,
+          "store with --metadata zk://...: every this many milliseconds, look up the record of "
+          "every replicated ledger the node holds replicas of, and delete the replicas of those "
+          "seen without a record for --replica-gc-grace-ms (a ledger deleted while the node was "
+          "down); 0: no garbage collection. Without --metadata zk://... the node has no records "
+          "to look at and collects nothing");
+ABSL_FLAG(uint32_t, replica_gc_grace_ms, 600000,
+          "store with --metadata zk://...: how long, across collection passes, a replicated "
+          "ledger must have been seen without a record before its replicas are deleted");
 ABSL_FLAG(std::string, metrics_listen, "",
           "address of the HTTP endpoint serving GET /metrics (Prometheus text format), "
           "host:port (default 127.0.0.1:7011 for store, 127.0.0.1:7021 for standalone and "
@@ -123,7 +133,9 @@ constexpr char kUsage[] =
     "                              [--metrics-listen 127.0.0.1:7011] [--nosync-file-system]\n"
     "                              [--async-sync-interval-ms MS]\n"
     "                              [--metadata zk://HOST:PORT[,HOST:PORT...][/ROOT]\n"
-    "                               [--session-timeout-ms MS] [--rack RACK]]\n"
+    "                               [--session-timeout-ms MS] [--rack RACK]\n"
+    "                               [--replica-gc-interval-ms 300000]\n"
+    "                               [--replica-gc-grace-ms 600000]]\n"
     "  standalone   a proxy, its store and its metadata in one process, for one machine:\n"
     "                 cairnd standalone --data-dir D [--listen 127.0.0.1:7020]\n"
     "                              [--journal-dir J] [--durability sync|async]\n"
@@ -142,7 +154,9 @@ constexpr char kUsage[] =
     "\n"
     "With --metadata zk://..., store nodes and proxies register themselves in the ZooKeeper\n"
     "ensemble (ephemeral records under nodes/stores/ and nodes/proxies/), and a proxy keeps its\n"
-    "topics' metadata there; standalone keeps its embedded metadata store.\n"
+    "topics' metadata there; standalone keeps its embedded metadata store. A store node\n"
+    "with --metadata zk://... also deletes replicas of replicated ledgers that no longer have\n"
+    "a record there (deleted while the node was down): see --replica-gc-interval-ms.\n"
     "Flags may be spelled with dashes or underscores (--data-dir, --data_dir).\n"
     "SIGTERM or SIGINT stops the daemon cleanly: it stops accepting connections, finishes the\n"
     "appends already handed to the store, closes the store and exits with status 0.";
@@ -328,6 +342,19 @@ int RunStore() {
     (*store)->Close().IgnoreError();
     return Fail(absl::StrCat("store: opening the replicas: ", replicas.status().ToString()));
   }
+  // Replicas whose ledger has no record in the cluster's metadata (deleted while the node was
+  // down) go after a grace period. Only the cluster's metadata holds the records: the metadata
+  // service this node hosts is a proxy's, and its records, if any, are not the cluster's.
+  std::unique_ptr<ReplicaGarbageCollector> replica_gc;
+  if (*cluster != nullptr && absl::GetFlag(FLAGS_replica_gc_interval_ms) > 0) {
+    replica_gc = std::make_unique<ReplicaGarbageCollector>(
+        replicas->get(), cluster->get(),
+        ReplicaGcOptions{
+            .interval = std::chrono::milliseconds(absl::GetFlag(FLAGS_replica_gc_interval_ms)),
+            .grace = std::chrono::milliseconds(absl::GetFlag(FLAGS_replica_gc_grace_ms)),
+            .log = log});
+    replica_gc->Start();
+  }
 
   int exit_code = 0;
   {
@@ -340,6 +367,7 @@ int RunStore() {
     const kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&] {
       // Before the server, which registers its metrics in it.
       MetricsRegistry registry;
+      if (replica_gc != nullptr) RegisterReplicaGcMetrics(registry, replica_gc.get());
       StoreNodeOptions node_options;
       node_options.log = log;
       node_options.metrics = &registry;
@@ -371,7 +399,8 @@ int RunStore() {
     // The loop ends here, while the store is open.
   }
   // After the server: its calls in progress have finished, and no connection is left to start
-  // one.
+  // one. The collector uses the cluster's metadata and the replicas: it goes first.
+  replica_gc.reset();
   registration.reset();
   cluster->reset();
   metadata.reset();

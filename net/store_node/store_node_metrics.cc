@@ -65,6 +65,23 @@ void RegisterStoreMetrics(MetricsRegistry& registry, Store* store) {
                     [store] { return store->read_only() ? 1.0 : 0.0; });
 }
 
+void RegisterReplicaGcMetrics(MetricsRegistry& registry, const ReplicaGarbageCollector* gc) {
+  registry.AddCounterFunction("cairn_replica_gc_passes_total",
+                              "Passes of the replica garbage collector.",
+                              [gc] { return gc->stats().passes; });
+  registry.AddCounterFunction(
+      "cairn_replica_gc_ledgers_collected_total",
+      "Replicated ledgers whose replicas the collector deleted (no record for the grace period).",
+      [gc] { return gc->stats().ledgers_collected; });
+  registry.AddCounterFunction("cairn_replica_gc_bytes_collected_total",
+                              "Bytes of the replicas the collector deleted.",
+                              [gc] { return gc->stats().bytes_collected; });
+  registry.AddCounterFunction(
+      "cairn_replica_gc_errors_total",
+      "Record lookups that failed (the ledger was kept that pass) and deletions that failed.",
+      [gc] { return gc->stats().errors; });
+}
+
 StoreNodeMetrics::StoreNodeMetrics(MetricsRegistry* registry, Store* store) {
   if (registry == nullptr) {
     own_registry_ = std::make_unique<MetricsRegistry>();

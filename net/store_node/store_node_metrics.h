@@ -12,12 +12,17 @@
 
 #include "cairn/store.h"
 #include "net/metrics/metrics.h"
+#include "net/store_node/replica_gc.h"
 
 namespace cairn::net {
 
 // Registers the store's own statistics (Store::stats(), read-only state) in `registry`: the
 // cairn_store_* metrics. The gauges read `store`, which must outlive every Render().
 void RegisterStoreMetrics(MetricsRegistry& registry, Store* store);
+
+// Registers the replica garbage collector's totals (ReplicaGarbageCollector::stats()) in
+// `registry`: the cairn_replica_gc_* metrics. They read `gc`, which must outlive every Render().
+void RegisterReplicaGcMetrics(MetricsRegistry& registry, const ReplicaGarbageCollector* gc);
 
 class StoreNodeMetrics {
  public:
