@@ -100,6 +100,16 @@ void ReplicaNodeConnection::Finish(kj::Promise<void> call, std::function<void(ab
 }
 
 void ReplicaNodeConnection::Add(const ReplicaAdd& add, std::function<void(absl::Status)> done) {
+  if (node_.has_value() && waiting_.empty()) {
+    // Connected: the batch is copied once, into the request.
+    auto request = node_->replicaAddRequest();
+    request.setLedger(add.ledger_id);
+    request.setBatch(DataOf(add.batch));
+    request.setLastAddConfirmed(add.last_add_confirmed);
+    request.setRecovery(add.recovery);
+    Finish(request.send().ignoreResult(), std::move(done));
+    return;
+  }
   auto shared_done = std::make_shared<std::function<void(absl::Status)>>(std::move(done));
   WithNode(
       [this, add, shared_done](rpc::StoreNode::Client& node) {
