@@ -236,8 +236,8 @@ def main():
         raw = {}
         if os.path.exists(cairn_bench):
             raw_dir = os.path.join(work, 'raw')
-            raw['one'] = [raw_rounds(cairn_bench, [os.path.join(raw_dir, 'a')], half,
-                                     a.latency_seconds)]
+            raw['one'] = raw_rounds(cairn_bench, [os.path.join(raw_dir, 'a')], half,
+                                    a.latency_seconds)
             raw['three'] = raw_rounds(cairn_bench, [os.path.join(raw_dir, x) for x in 'bcd'],
                                       half, a.latency_seconds)
         # 3. Ensemble change under load: four store nodes, so that a replacement exists.

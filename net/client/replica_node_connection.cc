@@ -32,7 +32,7 @@ ReplicaNodeConnection::~ReplicaNodeConnection() {
 
 void ReplicaNodeConnection::WithNode(std::function<void(rpc::StoreNode::Client&)> send,
                                      std::function<void(absl::Status)> fail) {
-  if (node_.has_value() && waiting_.empty()) {
+  if (node_ != nullptr && waiting_.empty()) {
     send(*node_);
     return;
   }
@@ -50,7 +50,7 @@ void ReplicaNodeConnection::Connect() {
                 if (!*alive) return;
                 connecting_ = false;
                 const uint64_t generation = ++generation_;
-                node_.emplace(connection->Bootstrap<rpc::StoreNode>());
+                node_ = std::make_unique<rpc::StoreNode::Client>(connection->Bootstrap<rpc::StoreNode>());
                 // Forget the connection once the node hangs up: the next call makes a new one.
                 thread_.tasks().add(connection->OnDisconnect().then([this, alive, generation] {
                   if (!*alive || generation != generation_) return;
@@ -62,7 +62,7 @@ void ReplicaNodeConnection::Connect() {
                 std::vector<Waiting> waiting = std::move(waiting_);
                 waiting_.clear();
                 for (Waiting& w : waiting) {
-                  if (!node_.has_value()) {
+                  if (node_ == nullptr) {
                     w.fail(absl::UnavailableError(absl::StrCat("store node ", address_, ": connection lost")));
                     continue;
                   }
@@ -100,7 +100,7 @@ void ReplicaNodeConnection::Finish(kj::Promise<void> call, std::function<void(ab
 }
 
 void ReplicaNodeConnection::Add(const ReplicaAdd& add, std::function<void(absl::Status)> done) {
-  if (node_.has_value() && waiting_.empty()) {
+  if (node_ != nullptr && waiting_.empty()) {
     // Connected: the batch is copied once, into the request.
     auto request = node_->replicaAddRequest();
     request.setLedger(add.ledger_id);

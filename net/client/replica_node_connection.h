@@ -62,7 +62,8 @@ class ReplicaNodeConnection final : public ReplicaNodeClient {
   // Behind a unique_ptr: kj::Own's destructor may throw, which an override of a noexcept
   // destructor must not.
   std::unique_ptr<kj::Own<RpcConnection>> connection_;
-  std::optional<rpc::StoreNode::Client> node_;
+  // Behind a unique_ptr for the same reason. Null while not connected.
+  std::unique_ptr<rpc::StoreNode::Client> node_;
   bool connecting_ = false;
   uint64_t generation_ = 0;  // Bumped when a connection is lost or dropped.
   struct Waiting {
