@@ -897,9 +897,13 @@ absl::StatusOr<ReplicaInfo> ReplicaStoreImpl::Info(uint64_t ledger_id) {
 
 absl::StatusOr<std::unique_ptr<ReplicaStore>> ReplicaStore::Open(Store* store,
                                                                  ReplicaStoreOptions options) {
+  // The planted bug: lost appends are answered "absent", which lets recovery end a ledger
+  // before entries it acknowledged.
+  const bool enter_limbo = !options.planted_bug_no_limbo;
   auto replicas = std::make_unique<ReplicaStoreImpl>(store, std::move(options));
   CAIRN_RETURN_IF_ERROR(replicas->Load());
-  if (!store->acknowledged_means_durable() && !store->recovery_report().clean_shutdown) {
+  if (enter_limbo && !store->acknowledged_means_durable() &&
+      !store->recovery_report().clean_shutdown) {
     CAIRN_RETURN_IF_ERROR(replicas->EnterLimbo());
   }
   return replicas;
