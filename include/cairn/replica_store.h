@@ -40,6 +40,9 @@ struct ReplicaStoreOptions {
   // Test only: reintroduces a known bug (a read error answered as "no such entry") so that the
   // simulation can show it catches it. Never set outside tests.
   bool planted_bug_error_as_absent = false;
+  // Test only: reintroduces a known bug (a node that may have lost acknowledged appends answers
+  // "no such entry" for them: Open never puts ledgers in limbo). Never set outside tests.
+  bool planted_bug_no_limbo = false;
 };
 
 // What a node holds of one replicated ledger.

@@ -24,7 +24,8 @@ std::string EncodeReplicaHeader(const ReplicaHeader& header) {
   EncodeFixed32(out + kReplicaHeaderMagicOffset, kReplicaHeaderMagic);
   out[kReplicaHeaderVersionOffset] = static_cast<char>(kReplicaHeaderVersion);
   out[kReplicaHeaderFlagsOffset] =
-      static_cast<char>(header.limbo_marker ? kReplicaHeaderLimboFlag : 0);
+      static_cast<char>((header.limbo_marker ? kReplicaHeaderLimboFlag : 0) |
+                        (header.presence_marker ? kReplicaHeaderPresenceFlag : 0));
   EncodeFixed16(out + kReplicaHeaderReservedOffset, 0);
   EncodeFixed64(out + kReplicaHeaderLedgerIdOffset, header.ledger_id);
   EncodeFixed64(out + kReplicaHeaderFirstEntryOffset, header.first_entry_id);
@@ -47,7 +48,8 @@ absl::StatusOr<ReplicaHeader> DecodeReplicaHeader(std::string_view value) {
   const uint8_t version = static_cast<uint8_t>(in[kReplicaHeaderVersionOffset]);
   if (version != kReplicaHeaderVersion) return Damaged(absl::StrCat("unknown version ", version));
   const uint8_t flags = static_cast<uint8_t>(in[kReplicaHeaderFlagsOffset]);
-  if ((flags & ~kReplicaHeaderLimboFlag) != 0) {
+  if ((flags & ~(kReplicaHeaderLimboFlag | kReplicaHeaderPresenceFlag)) != 0 ||
+      flags == (kReplicaHeaderLimboFlag | kReplicaHeaderPresenceFlag)) {
     return Damaged(absl::StrCat("unknown flags ", flags));
   }
   if (DecodeFixed16(in + kReplicaHeaderReservedOffset) != 0) return Damaged("reserved bits set");
@@ -55,6 +57,7 @@ absl::StatusOr<ReplicaHeader> DecodeReplicaHeader(std::string_view value) {
       .ledger_id = DecodeFixed64(in + kReplicaHeaderLedgerIdOffset),
       .first_entry_id = DecodeFixed64(in + kReplicaHeaderFirstEntryOffset),
       .limbo_marker = (flags & kReplicaHeaderLimboFlag) != 0,
+      .presence_marker = (flags & kReplicaHeaderPresenceFlag) != 0,
   };
 }
 

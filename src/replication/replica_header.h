@@ -11,7 +11,11 @@
 //        0    4 magic            kReplicaHeaderMagic: the bytes 'C' 'R' 'P' 'H'
 //        4    1 version          kReplicaHeaderVersion (1)
 //        5    1 flags            bit 0: a limbo marker (see ReplicaStore), not a data range;
-//                                the other bits must be 0
+//                                bit 1: a presence marker, not a data range either: a sealed
+//                                (so durable) record that the node holds something of the
+//                                ledger, made before its first range on a store with async
+//                                durability, whose crash may take a new range's header with
+//                                the range; at most one bit set, the others 0
 //        6    2 reserved         0
 //        8    8 ledger_id        the replicated ledger
 //       16    8 first_entry_id   replicated entry e of the range is local entry
@@ -38,6 +42,7 @@ inline constexpr std::string_view kReplicaHeaderKey = "cairn.replica";
 inline constexpr uint32_t kReplicaHeaderMagic = 0x48505243;
 inline constexpr uint8_t kReplicaHeaderVersion = 1;
 inline constexpr uint8_t kReplicaHeaderLimboFlag = 1;
+inline constexpr uint8_t kReplicaHeaderPresenceFlag = 2;
 
 inline constexpr size_t kReplicaHeaderMagicOffset = 0;
 inline constexpr size_t kReplicaHeaderVersionOffset = 4;
@@ -60,6 +65,7 @@ struct ReplicaHeader {
   uint64_t ledger_id = 0;
   uint64_t first_entry_id = 0;
   bool limbo_marker = false;
+  bool presence_marker = false;
   bool operator==(const ReplicaHeader&) const = default;
 };
 

@@ -73,6 +73,7 @@ struct Range {
   // One past the last entry the local store acknowledged: what reads serve.
   uint64_t durable_end_entry_id = 0;
   bool limbo_marker = false;
+  bool presence_marker = false;
   bool fenced = false;
   bool sealed = false;
   // An append failed. The local store fails the appends queued behind it too (it keeps ids
@@ -81,7 +82,9 @@ struct Range {
   bool failing = false;
   std::map<uint64_t, InFlight> in_flight;  // By first entry.
 
-  bool TakesAppends() const { return !limbo_marker && !fenced && !sealed && !failing; }
+  // A marker holds no entries: it records a state of the ledger here.
+  bool marker() const { return limbo_marker || presence_marker; }
+  bool TakesAppends() const { return !marker() && !fenced && !sealed && !failing; }
   uint64_t LocalEntry(uint64_t entry_id) const { return entry_id - first_entry_id + 1; }
 };
 
@@ -102,7 +105,11 @@ struct ReplicaLedger {
 
   bool HasData() const {
     return std::any_of(ranges.begin(), ranges.end(),
-                       [](const std::shared_ptr<Range>& r) { return !r->limbo_marker; });
+                       [](const std::shared_ptr<Range>& r) { return !r->marker(); });
+  }
+  bool HasPresenceMarker() const {
+    return std::any_of(ranges.begin(), ranges.end(),
+                       [](const std::shared_ptr<Range>& r) { return r->presence_marker; });
   }
 };
 
@@ -220,6 +227,7 @@ class ReplicaStoreImpl final : public ReplicaStore {
 
   // Creates a range's local ledger `local_id` and writes its header; the range is added to the
   // ledger, empty. With `keep_writer`, the local writer stays open for appends.
+  absl::Status NewPresenceMarker(ReplicaLedger& ledger);
   absl::StatusOr<std::shared_ptr<Range>> NewRange(ReplicaLedger& ledger, uint64_t local_id,
                                                   const ReplicaHeader& header, bool keep_writer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger.op_mu) ABSL_LOCKS_EXCLUDED(mu_);
@@ -300,6 +308,7 @@ absl::Status ReplicaStoreImpl::Load() {
     range->end_entry_id = header->first_entry_id + info->last_add_confirmed;
     range->durable_end_entry_id = range->end_entry_id;
     range->limbo_marker = header->limbo_marker;
+    range->presence_marker = header->presence_marker;
     range->fenced = info->fenced;
     range->sealed = info->state == LedgerState::kSealed;
     auto& ledger = ledgers_[header->ledger_id];
@@ -312,10 +321,12 @@ absl::Status ReplicaStoreImpl::Load() {
                 return a->first_entry_id < b->first_entry_id;
               });
     ledger->fenced = false;
-    ledger->closed = true;
+    // Closed when every range of entries is sealed (a presence marker is sealed from the start,
+    // and a ledger of which only markers are left is not known to be closed).
+    ledger->closed = ledger->HasData();
     for (const auto& range : ledger->ranges) {
       ledger->fenced |= range->fenced || range->limbo_marker;
-      ledger->closed &= range->sealed;
+      if (!range->presence_marker) ledger->closed &= range->sealed;
       ledger->limbo |= range->limbo_marker;
     }
   }
@@ -385,6 +396,18 @@ absl::StatusOr<std::shared_ptr<Range>> ReplicaStoreImpl::NewRange(ReplicaLedger&
                                                                   bool keep_writer) {
   const std::string context = absl::StrCat("starting a range of replicated ledger ", ledger.id,
                                            " in local ledger ", local_id);
+  if (!header.limbo_marker && !header.presence_marker && !store_->acknowledged_means_durable()) {
+    bool present;
+    {
+      MutexLock lock(mu_);
+      present = ledger.HasPresenceMarker();
+    }
+    // A crash of a store with async durability may take this range's header (and so the
+    // knowledge that the node held anything of the ledger) with the batches it acknowledged:
+    // a sealed marker, durable before any of them, keeps the ledger known, so that the next
+    // Open puts it in limbo instead of answering "absent" for what was lost.
+    if (!present) CAIRN_RETURN_IF_ERROR(NewPresenceMarker(ledger));
+  }
   CAIRN_RETURN_IF_ERROR(WithContext(store_->CreateLedger(local_id).status(), context));
   BatchBuilder batch;
   CAIRN_RETURN_IF_ERROR(internal::AddReplicaHeaderEntry(header, batch));
@@ -411,6 +434,33 @@ absl::StatusOr<std::shared_ptr<Range>> ReplicaStoreImpl::NewRange(ReplicaLedger&
                              });
   ledger.ranges.insert(at, range);
   return range;
+}
+
+absl::Status ReplicaStoreImpl::NewPresenceMarker(ReplicaLedger& ledger) {
+  const uint64_t local_id = ReserveLocalId();
+  const std::string context = absl::StrCat("recording replicated ledger ", ledger.id,
+                                           " in local ledger ", local_id);
+  CAIRN_RETURN_IF_ERROR(WithContext(store_->CreateLedger(local_id).status(), context));
+  BatchBuilder batch;
+  CAIRN_RETURN_IF_ERROR(internal::AddReplicaHeaderEntry(
+      ReplicaHeader{.ledger_id = ledger.id, .first_entry_id = 0, .presence_marker = true}, batch));
+  absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = store_->OpenWriter(local_id);
+  absl::Status written = writer.status();
+  if (written.ok()) written = (*writer)->Append(batch).status();
+  // Sealing syncs it, also under async durability.
+  if (written.ok()) written = (*writer)->Seal().status();
+  if (writer.ok()) writer->reset();
+  if (!written.ok()) {
+    store_->DeleteLedger(local_id).IgnoreError();
+    return WithContext(written, context);
+  }
+  auto range = std::make_shared<Range>();
+  range->local_id = local_id;
+  range->presence_marker = true;
+  range->fenced = range->sealed = true;
+  MutexLock lock(mu_);
+  ledger.ranges.insert(ledger.ranges.begin(), std::move(range));
+  return absl::OkStatus();
 }
 
 void ReplicaStoreImpl::DropWriters(ReplicaLedger& ledger) {
@@ -477,7 +527,7 @@ AddPlan ReplicaStoreImpl::PlanAdd(ReplicaLedger& ledger, const ReplicaAdd& add, 
         absl::StrCat("replicated ledger ", ledger.id, " is fenced here")));
   }
   for (const auto& range : ledger.ranges) {
-    if (range->limbo_marker || last < range->first_entry_id || first >= range->end_entry_id) {
+    if (range->marker() || last < range->first_entry_id || first >= range->end_entry_id) {
       continue;
     }
     const bool inside = first >= range->first_entry_id && last < range->end_entry_id;
@@ -687,7 +737,7 @@ ReplicaRead ReplicaStoreImpl::Read(uint64_t ledger_id, uint64_t entry_id, bool f
       out.last_add_confirmed = ledger.last_add_confirmed;
       limbo = ledger.limbo;
       for (const auto& range : ledger.ranges) {
-        if (!range->limbo_marker && range->first_entry_id <= entry_id &&
+        if (!range->marker() && range->first_entry_id <= entry_id &&
             entry_id < range->durable_end_entry_id) {
           holder = range;
         }
@@ -785,7 +835,7 @@ absl::Status ReplicaStoreImpl::Close(uint64_t ledger_id, uint64_t last_entry_id)
   {
     MutexLock lock(mu_);
     for (const auto& range : ledger->ranges) {
-      (range->limbo_marker ? markers : data).push_back(range);
+      (range->marker() ? markers : data).push_back(range);
     }
   }
   DropWriters(*ledger);
@@ -824,7 +874,7 @@ absl::Status ReplicaStoreImpl::Delete(uint64_t ledger_id) {
   DropWriters(*ledger);
   // Data ranges first, the limbo marker last: a crash in between leaves the ledger in limbo.
   std::stable_partition(ranges.begin(), ranges.end(),
-                        [](const std::shared_ptr<Range>& r) { return !r->limbo_marker; });
+                        [](const std::shared_ptr<Range>& r) { return !r->marker(); });
   for (const auto& range : ranges) {
     absl::Status deleted = store_->DeleteLedger(range->local_id);
     if (!deleted.ok() && !absl::IsNotFound(deleted)) {
@@ -851,7 +901,7 @@ ReplicaInfo ReplicaStoreImpl::Describe(const ReplicaLedger& ledger) {
   info.limbo = ledger.limbo;
   info.last_add_confirmed = ledger.last_add_confirmed;
   for (const auto& range : ledger.ranges) {
-    if (range->limbo_marker) continue;
+    if (range->marker()) continue;
     info.ranges.push_back(ReplicaInfo::Range{.first_entry_id = range->first_entry_id,
                                              .end_entry_id = range->durable_end_entry_id,
                                              .local_ledger_id = range->local_id});
@@ -897,9 +947,13 @@ absl::StatusOr<ReplicaInfo> ReplicaStoreImpl::Info(uint64_t ledger_id) {
 
 absl::StatusOr<std::unique_ptr<ReplicaStore>> ReplicaStore::Open(Store* store,
                                                                  ReplicaStoreOptions options) {
+  // The planted bug: lost appends are answered "absent", which lets recovery end a ledger
+  // before entries it acknowledged.
+  const bool enter_limbo = !options.planted_bug_no_limbo;
   auto replicas = std::make_unique<ReplicaStoreImpl>(store, std::move(options));
   CAIRN_RETURN_IF_ERROR(replicas->Load());
-  if (!store->acknowledged_means_durable() && !store->recovery_report().clean_shutdown) {
+  if (enter_limbo && !store->acknowledged_means_durable() &&
+      !store->recovery_report().clean_shutdown) {
     CAIRN_RETURN_IF_ERROR(replicas->EnterLimbo());
   }
   return replicas;

@@ -38,7 +38,8 @@ constexpr uint64_t kMaxSeedsReported = 5;
 constexpr char kUsage[] =
     "usage: cairn_replication_sim [--seeds N] [--first-seed S] [--seed S [--trace]] [--long]\n"
     "         [--planted-bug none|recovery-reads-without-fence|error-as-absent|"
-    "acknowledge-out-of-order]\n"
+    "acknowledge-out-of-order|\n"
+    "                        no-limbo]\n"
     "         [--expect-violation] [--check-determinism] [--help]\n";
 
 struct Flags {

@@ -20,10 +20,10 @@ constexpr uint64_t kSegmentBytes = 64 * 1024;
 
 }  // namespace
 
-StoreNode::StoreNode(std::string address, uint64_t fault_seed, bool planted_bug_error_as_absent)
+StoreNode::StoreNode(std::string address, uint64_t fault_seed, StoreNodeOptions options)
     : address_(std::move(address)),
       fault_seed_(fault_seed),
-      planted_bug_error_as_absent_(planted_bug_error_as_absent),
+      options_(options),
       memory_(NewMemoryFileSystem()) {
   // A fresh memory file system that cannot make its root directory is a broken test setup.
   if (!memory_->CreateDirectory(kDataDir).ok()) std::abort();
@@ -44,13 +44,16 @@ absl::Status StoreNode::Start() {
   options.segment_bytes = kSegmentBytes;
   // The store's I/O stays one sequence of operations that the simulation orders.
   options.remove_in_background = false;
-  options.durability = Durability::kSync;
+  // No background syncs with kAsync: what was not synced at a segment roll, a seal or a close
+  // is lost by a crash.
+  options.durability = options_.durability;
   options.log = NullLog();  // Faults are injected on purpose; the store's reports are noise.
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(options);
   if (!store.ok()) return store.status();
   ReplicaStoreOptions replica_options;
   replica_options.log = NullLog();
-  replica_options.planted_bug_error_as_absent = planted_bug_error_as_absent_;
+  replica_options.planted_bug_error_as_absent = options_.planted_bug_error_as_absent;
+  replica_options.planted_bug_no_limbo = options_.planted_bug_no_limbo;
   absl::StatusOr<std::unique_ptr<ReplicaStore>> replicas =
       ReplicaStore::Open(store->get(), replica_options);
   if (!replicas.ok()) return replicas.status();

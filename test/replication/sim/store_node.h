@@ -19,10 +19,19 @@
 
 namespace cairn::sim {
 
+struct StoreNodeOptions {
+  // kAsync: the node acknowledges batches before they are synced, so a crash can lose them (and
+  // its ledgers go into limbo when it restarts).
+  Durability durability = Durability::kSync;
+  // Passed on to ReplicaStoreOptions.
+  bool planted_bug_error_as_absent = false;
+  bool planted_bug_no_limbo = false;
+};
+
 class StoreNode {
  public:
   // `fault_seed` seeds the file system's own choices (torn writes, injected errors).
-  StoreNode(std::string address, uint64_t fault_seed, bool planted_bug_error_as_absent);
+  StoreNode(std::string address, uint64_t fault_seed, StoreNodeOptions options);
   ~StoreNode();
   StoreNode(const StoreNode&) = delete;
   StoreNode& operator=(const StoreNode&) = delete;
@@ -51,7 +60,7 @@ class StoreNode {
  private:
   const std::string address_;
   const uint64_t fault_seed_;
-  const bool planted_bug_error_as_absent_;
+  const StoreNodeOptions options_;
   std::unique_ptr<FileSystem> memory_;
   std::unique_ptr<FaultInjectionFileSystem> disk_;
   std::unique_ptr<Store> store_;

@@ -1,10 +1,11 @@
 // Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
 //
-// One simulated run of a replicated ledger, everything chosen from its seed: 3-5 store nodes, a
-// writer appending small batches while links break, messages are delayed, nodes crash and come
-// back and reads fail; then the writer crashes or keeps running as a zombie, one or two
-// recoveries close the ledger, a tailing reader reads along; finally the cluster is healed and
-// the closed ledger is read back. The run's History then goes to the checker.
+// One simulated run of a replicated ledger, everything chosen from its seed: 3-5 store nodes
+// (every third seed with async durability), a writer appending small batches while links
+// break, messages are delayed, nodes crash and come back and reads fail; then the writer crashes or
+// keeps running as a zombie, one or two recoveries close the ledger, a tailing reader reads along;
+// finally the cluster is healed and the closed ledger is read back. The run's History then goes to
+// the checker.
 #pragma once
 
 #include <cstdint>
@@ -22,9 +23,11 @@ enum class PlantedBug {
   kRecoveryReadsWithoutFence,
   kErrorAsAbsent,
   kAcknowledgeOutOfOrder,
+  kNoLimbo,  // Only seeds whose store nodes run with async durability can show it.
 };
 
-// "none", "recovery-reads-without-fence", "error-as-absent", "acknowledge-out-of-order".
+// "none", "recovery-reads-without-fence", "error-as-absent", "acknowledge-out-of-order",
+// "no-limbo".
 std::string_view PlantedBugName(PlantedBug bug);
 absl::StatusOr<PlantedBug> ParsePlantedBug(std::string_view name);
 
