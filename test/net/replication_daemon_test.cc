@@ -179,6 +179,7 @@ TEST_CASE("replication: a store node killed mid-stream costs the producer no err
   const std::vector<std::string> consumed = ConsumeAll(*client, "orders");
   CHECK(consumed.size() == kMessages);
   CheckNoLossNoDuplicate(consumed, outcomes);
+  producer->reset();  // Before the client whose network thread it uses.
   client.reset();
   CHECK(proxy->Terminate() == 0);
 }
@@ -228,6 +229,7 @@ TEST_CASE("replication: a hung store node does not hang the producer: it is repl
   CHECK(consumed.size() == kMessages);
   CheckNoLossNoDuplicate(consumed, outcomes);
   hung.Signal(SIGCONT);
+  producer->reset();  // Before the client whose network thread it uses.
   client.reset();
   CHECK(proxy->Terminate() == 0);
 }
