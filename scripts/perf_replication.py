@@ -30,8 +30,8 @@ replicated proxy writes every byte three times to the same device, so the disk a
 not the protocol, bound the first ratio; the script says how much CPU each side spent.
 """
 import argparse
+import json
 import os
-import re
 import shutil
 import signal
 import statistics
@@ -40,37 +40,19 @@ import sys
 import tempfile
 import time
 
+# The helpers the single-node script uses: result lines, daemon logs, CPU time, cairn perf.
+from perf_shell import cpu_seconds, fields, perf, wait_log
+
 LISTEN = r'listening on (\S+)'
-
-
-def fields(line):
-    return dict(f.split('=', 1) for f in line.split() if '=' in f)
-
-
-def wait_log(log, pattern, proc):
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            sys.exit(f'daemon exited: see {log}')
-        with open(log) as f:
-            m = re.search(pattern, f.read())
-        if m:
-            return m.group(1)
-        time.sleep(0.05)
-    sys.exit(f'daemon did not start: see {log}')
 
 
 def start(cairnd, args, log):
     proc = subprocess.Popen([cairnd] + args + ['--metrics-listen', 'none'],
                             stdout=subprocess.DEVNULL, stderr=open(log, 'w'))
-    return proc, wait_log(log, LISTEN, proc)
-
-
-def cpu_seconds(pid):
-    with open(f'/proc/{pid}/stat') as f:
-        stat = f.read()
-    after_name = stat[stat.rindex(')') + 2:].split()
-    return (int(after_name[11]) + int(after_name[12])) / os.sysconf('SC_CLK_TCK')
+    address = wait_log(log, LISTEN, proc)
+    if address is None:
+        sys.exit(f'daemon did not start: see {log}')
+    return proc, address
 
 
 class Cluster:
@@ -125,16 +107,6 @@ class Cluster:
                 p.kill()
 
 
-def perf(cairn, args):
-    out = subprocess.run([cairn, 'perf', 'produce'] + args, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    line = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ''
-    print(line, flush=True)
-    if out.returncode != 0:
-        sys.exit('cairn perf produce failed: ' + out.stderr)
-    return fields(line)
-
-
 def create_topic(cairn, proxy, name):
     subprocess.run([cairn, 'topics', 'create', name, '--partitions', '1', '--proxy', proxy],
                    check=True, stdout=subprocess.DEVNULL)
@@ -145,7 +117,6 @@ def ensemble_of_newest(cairn, metadata):
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if out.returncode != 0:
         return []
-    import json
     ledgers = json.loads(out.stdout).get('replicated_ledgers', [])
     return ledgers[-1]['ensemble'] if ledgers else []
 

@@ -116,6 +116,12 @@ void Send(Producer& producer, Outcomes& outcomes, const std::string& value) {
   });
 }
 
+// Sends "m<from>" .. "m<to - 1>" and waits until every one is answered.
+void SendRange(Producer& producer, Outcomes& outcomes, int from, int to) {
+  for (int i = from; i < to; ++i) Send(producer, outcomes, absl::StrCat("m", i));
+  REQUIRE(producer.Flush().ok());
+}
+
 // Every message of the topic, from the start, until nothing more came for a while.
 std::vector<std::string> ConsumeAll(Client& client, const std::string& topic) {
   ConsumerOptions options;
@@ -158,13 +164,11 @@ TEST_CASE("replication: a store node killed mid-stream costs the producer no err
   REQUIRE(producer.ok());
   Outcomes outcomes;
   constexpr int kMessages = 3000;
-  for (int i = 0; i < kMessages / 2; ++i) Send(**producer, outcomes, absl::StrCat("m", i));
-  REQUIRE((*producer)->Flush().ok());
+  SendRange(**producer, outcomes, 0, kMessages / 2);
   const std::vector<std::string> ensemble = cluster.NewestEnsemble();
   REQUIRE(ensemble.size() == 3);
   cluster.StoreAt(ensemble[1]).Kill();
-  for (int i = kMessages / 2; i < kMessages; ++i) Send(**producer, outcomes, absl::StrCat("m", i));
-  REQUIRE((*producer)->Flush().ok());
+  SendRange(**producer, outcomes, kMessages / 2, kMessages);
   {
     std::lock_guard lock(outcomes.mu);
     REQUIRE(outcomes.by_value.size() == kMessages);
@@ -196,14 +200,12 @@ TEST_CASE("replication: a hung store node does not hang the producer: it is repl
   REQUIRE(producer.ok());
   Outcomes outcomes;
   constexpr int kMessages = 2000;
-  for (int i = 0; i < kMessages / 2; ++i) Send(**producer, outcomes, absl::StrCat("m", i));
-  REQUIRE((*producer)->Flush().ok());
+  SendRange(**producer, outcomes, 0, kMessages / 2);
   const std::vector<std::string> ensemble = cluster.NewestEnsemble();
   Daemon& hung = cluster.StoreAt(ensemble[0]);
   hung.Signal(SIGSTOP);
   const auto stopped_at = std::chrono::steady_clock::now();
-  for (int i = kMessages / 2; i < kMessages; ++i) Send(**producer, outcomes, absl::StrCat("m", i));
-  REQUIRE((*producer)->Flush().ok());
+  SendRange(**producer, outcomes, kMessages / 2, kMessages);
   const auto waited = std::chrono::steady_clock::now() - stopped_at;
   INFO("sends after the node hung took "
        << std::chrono::duration_cast<milliseconds>(waited).count() << " ms");
@@ -246,8 +248,7 @@ TEST_CASE("replication: a proxy killed mid-stream: another proxy recovers the op
     REQUIRE(client->CreateTopic("orders", OnePartition()).ok());
     absl::StatusOr<std::unique_ptr<Producer>> producer = client->CreateProducer("orders");
     REQUIRE(producer.ok());
-    for (int i = 0; i < 1000; ++i) Send(**producer, outcomes, absl::StrCat("m", i));
-    REQUIRE((*producer)->Flush().ok());
+    SendRange(**producer, outcomes, 0, 1000);
     // More, and the proxy dies while they are on their way.
     for (int i = 1000; i < 3000; ++i) Send(**producer, outcomes, absl::StrCat("m", i));
     proxy->Kill();
