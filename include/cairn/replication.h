@@ -10,7 +10,10 @@
 // each fragment is a range of entries and the nodes that hold it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -99,11 +102,36 @@ struct ReplicaRead {
   uint64_t last_add_confirmed = kNoEntry;
 };
 
+// The bytes of one batch, shared by its sends to the nodes of its write set (and by resends),
+// each of which keeps them until it is answered: a batch is copied once however many nodes it
+// goes to. Immutable once shared. The buffer is zero-filled past the end up to a multiple of 8
+// bytes, so that a transport that frames in words can send it without copying it again.
+class SharedBatch {
+ public:
+  SharedBatch() = default;
+  static SharedBatch Copy(std::span<const char> bytes);
+
+  std::span<const char> bytes() const { return {data_.get(), size_}; }
+  std::string_view view() const { return {data_.get(), size_}; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  // The bytes and their zero padding: a multiple of 8 bytes.
+  std::span<const char> padded() const { return {data_.get(), PaddedSize(size_)}; }
+  // The bytes to change in place (to stamp them), only while this is the only holder.
+  std::span<char> MutableBytes();
+
+  static constexpr size_t PaddedSize(size_t size) { return (size + 7) / 8 * 8; }
+
+ private:
+  std::shared_ptr<char[]> data_;
+  size_t size_ = 0;
+};
+
 // One batch sent to a node of its write set.
 struct ReplicaAdd {
   uint64_t ledger_id = 0;
   // One batch stamped with `ledger_id` and its entry ids in the replicated ledger.
-  std::string batch;
+  SharedBatch batch;
   // The writer's last-add-confirmed when it sent the batch (kNoEntry: none yet).
   uint64_t last_add_confirmed = kNoEntry;
   // Written back by a recovery: accepted although the ledger is fenced on the node.

@@ -4,14 +4,25 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "capnp/orphan.h"
 #include "kj/debug.h"
 #include "net/net_status.h"
 
 namespace cairn::net::internal {
 namespace {
 
-capnp::Data::Reader DataOf(const std::string& bytes) {
-  return capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(bytes.data()), bytes.size());
+// The add's request, its batch referenced, not copied (SharedBatch pads it to whole words, as
+// Cap'n Proto reads external data): the returned call holds the batch until it is answered.
+kj::Promise<void> SendAdd(rpc::StoreNode::Client& node, const ReplicaAdd& add) {
+  auto request = node.replicaAddRequest(capnp::MessageSize{16, 1});
+  capnp::Orphanage orphanage = capnp::Orphanage::getForMessageContaining(
+      static_cast<rpc::StoreNode::ReplicaAddParams::Builder>(request));
+  request.adoptBatch(orphanage.referenceExternalData(capnp::Data::Reader(
+      reinterpret_cast<const capnp::byte*>(add.batch.padded().data()), add.batch.size())));
+  request.setLedger(add.ledger_id);
+  request.setLastAddConfirmed(add.last_add_confirmed);
+  request.setRecovery(add.recovery);
+  return request.send().ignoreResult().attach(SharedBatch(add.batch));
 }
 
 }  // namespace
@@ -101,24 +112,13 @@ void ReplicaNodeConnection::Finish(kj::Promise<void> call, std::function<void(ab
 
 void ReplicaNodeConnection::Add(const ReplicaAdd& add, std::function<void(absl::Status)> done) {
   if (node_ != nullptr && waiting_.empty()) {
-    // Connected: the batch is copied once, into the request.
-    auto request = node_->replicaAddRequest();
-    request.setLedger(add.ledger_id);
-    request.setBatch(DataOf(add.batch));
-    request.setLastAddConfirmed(add.last_add_confirmed);
-    request.setRecovery(add.recovery);
-    Finish(request.send().ignoreResult(), std::move(done));
+    Finish(SendAdd(*node_, add), std::move(done));
     return;
   }
   auto shared_done = std::make_shared<std::function<void(absl::Status)>>(std::move(done));
   WithNode(
       [this, add, shared_done](rpc::StoreNode::Client& node) {
-        auto request = node.replicaAddRequest();
-        request.setLedger(add.ledger_id);
-        request.setBatch(DataOf(add.batch));
-        request.setLastAddConfirmed(add.last_add_confirmed);
-        request.setRecovery(add.recovery);
-        Finish(request.send().ignoreResult(), *shared_done);
+        Finish(SendAdd(node, add), *shared_done);
       },
       [shared_done](absl::Status status) { (*shared_done)(status); });
 }

@@ -36,7 +36,8 @@ kj::Promise<void> ReplicaService::Add(ReplicaAddContext context) {
   }
   ReplicaAdd add;
   add.ledger_id = params.getLedger();
-  add.batch.assign(reinterpret_cast<const char*>(batch.begin()), batch.size());
+  add.batch = SharedBatch::Copy(
+      std::span<const char>(reinterpret_cast<const char*>(batch.begin()), batch.size()));
   add.last_add_confirmed = params.getLastAddConfirmed();
   add.recovery = params.getRecovery();
   auto done = kj::newPromiseAndCrossThreadFulfiller<absl::Status>();

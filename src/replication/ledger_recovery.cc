@@ -56,7 +56,7 @@ class Recovery : public std::enable_shared_from_this<Recovery> {
   void ReadEntry();
   void OnRead(uint64_t round, const std::string& node, ReplicaRead answer);
   void OnReadsTimedOut(uint64_t round);
-  void WriteBack(std::string batch, uint64_t last);
+  void WriteBack(SharedBatch batch, uint64_t last);
   void OnWriteBack(uint64_t round, absl::Status status);
   void CloseRecord(int attempt);
   void AdoptClosed(const ReplicatedLedgerRecord& closed);
@@ -206,7 +206,7 @@ void Recovery::OnRead(uint64_t round, const std::string& node, ReplicaRead answe
         // ones already found.
         view->base_entry_id() == next_entry_) {
       decided_ = true;
-      WriteBack(std::move(answer.batch), view->last_entry_id());
+      WriteBack(SharedBatch::Copy(answer.batch), view->last_entry_id());
       return;
     }
     ++unknown_;
@@ -241,7 +241,7 @@ void Recovery::OnReadsTimedOut(uint64_t round) {
   Retry(&Recovery::ReadEntry);
 }
 
-void Recovery::WriteBack(std::string batch, uint64_t last) {
+void Recovery::WriteBack(SharedBatch batch, uint64_t last) {
   const uint64_t round = ++round_;
   answered_ = unknown_ = 0;
   decided_ = false;
@@ -257,8 +257,7 @@ void Recovery::WriteBack(std::string batch, uint64_t last) {
       self->OnWriteBack(round, std::move(status));
     });
   }
-  auto batch_copy = std::make_shared<std::string>(add.batch);
-  env_->After(options_.add_timeout_us, [self, round, batch_copy, last] {
+  env_->After(options_.add_timeout_us, [self, round, batch = add.batch, last] {
     if (self->finished_ || round != self->round_ || self->decided_) return;
     self->decided_ = true;
     self->last_unknown_ = absl::DeadlineExceededError("write-back not acknowledged in time");
@@ -266,8 +265,8 @@ void Recovery::WriteBack(std::string batch, uint64_t last) {
       self->Retry(&Recovery::ReadEntry);  // Reports the failure.
       return;
     }
-    self->env_->After(kRetryUs, [self, batch_copy, last] {
-      if (!self->finished_) self->WriteBack(*batch_copy, last);
+    self->env_->After(kRetryUs, [self, batch, last] {
+      if (!self->finished_) self->WriteBack(batch, last);
     });
   });
 }

@@ -561,7 +561,7 @@ AddPlan ReplicaStoreImpl::PlanAdd(ReplicaLedger& ledger, const ReplicaAdd& add, 
 }
 
 void ReplicaStoreImpl::Add(const ReplicaAdd& add, Done done) {
-  absl::StatusOr<BatchView> view = BatchView::Parse(add.batch);
+  absl::StatusOr<BatchView> view = BatchView::Parse(add.batch.bytes());
   if (!view.ok()) return done(view.status());
   if (view->size_bytes() != add.batch.size()) {
     return done(absl::InvalidArgumentError(absl::StrCat(
@@ -620,7 +620,7 @@ void ReplicaStoreImpl::Add(const ReplicaAdd& add, Done done) {
     }
     writer = std::move(*opened);
   }
-  writer->AppendAsync(std::span<const char>(add.batch),
+  writer->AppendAsync(add.batch.bytes(),
                       [this, range, first, last,
                        done = std::move(done)](absl::StatusOr<AppendResult> result) mutable {
                         OnAppended(range, first, last, result, std::move(done));

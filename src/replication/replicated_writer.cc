@@ -39,7 +39,7 @@ bool Contains(const std::vector<std::string>& nodes, const std::string& node) {
 struct Pending {
   uint64_t first = 0;
   uint64_t last = 0;
-  std::string bytes;  // Stamped with the ledger and its entry ids.
+  SharedBatch bytes;  // Stamped with the ledger and its entry ids.
   std::vector<std::string> acked_by;
   bool sent = false;  // Sent to the current ensemble (false while an ensemble change runs).
   bool completed = false;
@@ -131,8 +131,8 @@ void WriterState::Append(std::span<const char> batch, AppendCallback done) {
   auto entry = std::make_unique<Pending>();
   entry->first = next_entry_;
   entry->last = next_entry_ + view->entry_count() - 1;
-  entry->bytes.assign(batch.data(), batch.size());
-  if (absl::Status s = internal::StampBatch(std::span<char>(entry->bytes.data(), entry->bytes.size()),
+  entry->bytes = SharedBatch::Copy(batch);
+  if (absl::Status s = internal::StampBatch(entry->bytes.MutableBytes(),
                                             ledger_id(), entry->first, view->payload_hash());
       !s.ok()) {
     env_->After(0, [done = std::move(done), s] { done(s); });

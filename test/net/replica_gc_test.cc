@@ -87,7 +87,7 @@ class Node {
     }
     std::span<const char> bytes = Unwrap(batch.Finish(ledger, 0));
     std::promise<absl::Status> stored;
-    replicas_->Add({.ledger_id = ledger, .batch = std::string(bytes.data(), bytes.size())},
+    replicas_->Add({.ledger_id = ledger, .batch = SharedBatch::Copy(bytes)},
                    [&](absl::Status status) { stored.set_value(std::move(status)); });
     REQUIRE(stored.get_future().get().ok());
   }

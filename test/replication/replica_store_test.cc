@@ -111,7 +111,7 @@ std::string MakeBatch(uint64_t ledger, uint64_t first, int count) {
 ReplicaAdd MakeAdd(uint64_t ledger, uint64_t first, int count, bool recovery = false,
                    uint64_t lac = kNoEntry) {
   return ReplicaAdd{.ledger_id = ledger,
-                    .batch = MakeBatch(ledger, first, count),
+                    .batch = SharedBatch::Copy(MakeBatch(ledger, first, count)),
                     .last_add_confirmed = lac,
                     .recovery = recovery};
 }
@@ -128,12 +128,17 @@ ReadOutcome OutcomeOf(ReplicaStore& replicas, uint64_t ledger, uint64_t entry) {
 
 // Entry `entry` reads back as the very batch `batch` that was sent.
 void RequireServes(ReplicaStore& replicas, uint64_t ledger, uint64_t entry,
-                   const std::string& batch) {
+                   std::string_view batch) {
   INFO("ledger " << ledger << " entry " << entry);
   ReplicaRead read = replicas.Read(ledger, entry, /*fence=*/false);
   INFO(read.status.ToString());
   REQUIRE(read.outcome == ReadOutcome::kPresent);
   REQUIRE(read.batch == batch);
+}
+
+void RequireServes(ReplicaStore& replicas, uint64_t ledger, uint64_t entry,
+                   const SharedBatch& batch) {
+  RequireServes(replicas, ledger, entry, batch.view());
 }
 
 // Local ledgers of replicas in the store.
@@ -541,13 +546,13 @@ TEST_CASE("replica store: a batch of another ledger, or a damaged one, is refuse
   other.ledger_id = 14;
   REQUIRE(absl::IsInvalidArgument(AddAndWait(node.replicas(), other)));
   ReplicaAdd damaged = MakeAdd(14, 0, 2);
-  damaged.batch[damaged.batch.size() - 3] ^= 1;
+  damaged.batch.MutableBytes()[damaged.batch.size() - 3] ^= 1;
   REQUIRE(absl::IsDataLoss(AddAndWait(node.replicas(), damaged)));
   ReplicaAdd two = MakeAdd(14, 0, 2);
-  two.batch += MakeBatch(14, 2, 1);
+  two.batch = SharedBatch::Copy(std::string(two.batch.view()) + MakeBatch(14, 2, 1));
   REQUIRE(absl::IsInvalidArgument(AddAndWait(node.replicas(), two)));
   ReplicaAdd truncated = MakeAdd(14, 0, 2);
-  truncated.batch.pop_back();
+  truncated.batch = SharedBatch::Copy(truncated.batch.bytes().first(truncated.batch.size() - 1));
   REQUIRE(absl::IsDataLoss(AddAndWait(node.replicas(), truncated)));
   REQUIRE(absl::IsNotFound(node.replicas().Info(14).status()));
   REQUIRE(ReplicaLocalLedgers(node.store()) == 0);

@@ -56,7 +56,7 @@ class SimNodeClient : public ReplicaNodeClient {
       sim_->Note("  resent add at " + address_ + ": " + status.ToString());
     };
     Send<absl::Status>(
-        absl::StrFormat("%s add L%d %s lac=%s%s", address_, add.ledger_id, Entries(add.batch),
+        absl::StrFormat("%s add L%d %s lac=%s%s", address_, add.ledger_id, Entries(add.batch.view()),
                         Entry(add.last_add_confirmed), add.recovery ? " recovery" : ""),
         serve, std::move(done), [](absl::Status status) { return status; }, std::move(resend));
   }
