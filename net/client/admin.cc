@@ -59,6 +59,18 @@ class ClientImpl final : public Client {
           options.setPartitions(config.partitions);
           options.setLedgerMaxBytes(config.ledger_max_bytes);
           FillRetention(options.initRetention(), config.retention);
+          if (config.ensemble_size) {
+            options.setEnsembleSize(*config.ensemble_size);
+            options.setHasEnsembleSize(true);
+          }
+          if (config.write_quorum) {
+            options.setWriteQuorum(*config.write_quorum);
+            options.setHasWriteQuorum(true);
+          }
+          if (config.ack_quorum) {
+            options.setAckQuorum(*config.ack_quorum);
+            options.setHasAckQuorum(true);
+          }
           return request.send().then([](auto) { return true; });
         })
         .status();
@@ -119,6 +131,13 @@ class ClientImpl final : public Client {
         stats.bytes_in_rate = in.getBytesInRate();
         stats.messages_out_rate = in.getMessagesOutRate();
         stats.retention = RetentionFrom(in.getRetention());
+        if (in.hasReplication() && in.getReplication().getReplicated()) {
+          rpc::TopicReplication::Reader r = in.getReplication();
+          stats.replication = TopicReplication{.ensemble_size = r.getEnsembleSize(),
+                                               .write_quorum = r.getWriteQuorum(),
+                                               .ack_quorum = r.getAckQuorum(),
+                                               .of_topic = r.getOfTopic()};
+        }
         return stats;
       });
     });

@@ -701,9 +701,13 @@ class ProxyImpl final : public rpc::Proxy::Server {
     internal::TopicSettings settings{.partitions = options.getPartitions(),
                                      .ledger_max_bytes = options.getLedgerMaxBytes(),
                                      .retention = RetentionFrom(options.getRetention())};
+    internal::ReplicationRequest replication;
+    if (options.getHasEnsembleSize()) replication.ensemble_size = options.getEnsembleSize();
+    if (options.getHasWriteQuorum()) replication.write_quorum = options.getWriteQuorum();
+    if (options.getHasAckQuorum()) replication.ack_quorum = options.getAckQuorum();
     return RunBlocking(service_.blocking,
-                       [&broker = service_.broker, name, settings]() {
-                         return broker.CreateTopic(name, settings);
+                       [&broker = service_.broker, name, settings, replication]() {
+                         return broker.CreateTopic(name, settings, replication);
                        })
         .then(ThrowIfError);
   }
@@ -751,6 +755,14 @@ class ProxyImpl final : public rpc::Proxy::Server {
           // Set on every partition alike (createTopic, setRetention).
           if (!stats->partitions.empty()) {
             FillRetention(out.initRetention(), stats->partitions[0].retention);
+          }
+          if (stats->replication.has_value()) {
+            auto replication = out.initReplication();
+            replication.setReplicated(true);
+            replication.setEnsembleSize(stats->replication->ensemble_size);
+            replication.setWriteQuorum(stats->replication->write_quorum);
+            replication.setAckQuorum(stats->replication->ack_quorum);
+            replication.setOfTopic(stats->replication_of_topic);
           }
           auto subs = out.initSubscriptions(stats->subscriptions.size());
           for (size_t i = 0; i < stats->subscriptions.size(); ++i) {
