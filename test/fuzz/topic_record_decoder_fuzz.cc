@@ -5,8 +5,9 @@
 // Whatever DecodeTopicRecord accepts must hold settings the proxy can use (1..kMaxPartitions
 // partitions, an age that is not negative, replication settings that hold) and survive
 // Decode(Encode(x)) == x, with an encoding that is canonical (encoding the decoded settings
-// again gives the same text). Whatever it refuses is kDataLoss, with a message that names the topic. libFuzzer hands each input in a
-// buffer of its exact size, so AddressSanitizer catches a read past its end.
+// again gives the same text). Whatever it refuses is kDataLoss, with a message that names the
+// topic. libFuzzer hands each input in a buffer of its exact size, so AddressSanitizer catches a
+// read past its end.
 //
 // Seed corpus: test/fuzz/corpus/topic_record_decoder (records as the proxy writes them, with
 // every setting, replication settings, and damaged ones).
