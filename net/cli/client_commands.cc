@@ -668,6 +668,7 @@ int RunTopicsList() {
       json.BeginObject();
       json.Field("name", t.name);
       json.Field("partitions", uint64_t{t.partitions});
+      ReplicationJson(json, t.replication);
       json.EndObject();
     }
     json.EndArray();
@@ -675,8 +676,16 @@ int RunTopicsList() {
     absl::PrintF("%s\n", json.text());
     return kExitOk;
   }
-  absl::PrintF("%-40s %s\n", "TOPIC", "PARTITIONS");
-  for (const net::TopicSummary& t : *topics) absl::PrintF("%-40s %d\n", t.name, t.partitions);
+  absl::PrintF("%-40s %-10s %s\n", "TOPIC", "PARTITIONS", "REPLICATION (E/QW/QA)");
+  for (const net::TopicSummary& t : *topics) {
+    std::string replication = "-";
+    if (t.replication) {
+      replication = absl::StrFormat("%d/%d/%d%s", t.replication->ensemble_size,
+                                    t.replication->write_quorum, t.replication->ack_quorum,
+                                    t.replication->of_topic ? "" : " (default)");
+    }
+    absl::PrintF("%-40s %-10d %s\n", t.name, t.partitions, replication);
+  }
   absl::PrintF("%d topic(s)\n", topics->size());
   return kExitOk;
 }

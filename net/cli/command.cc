@@ -187,9 +187,13 @@ const Command kCommands[] = {
     },
     {
         .name = "topics list",
-        .summary = "List the topics and their partitions",
+        .summary = "List the topics, their partitions and replication",
         .usage = "cairn topics list [--proxy HOST:PORT] [--json]",
-        .details = "Exit status: 0, or 2 if the proxy could not be asked.\n",
+        .details = "Per topic: its partitions and how its new ledgers are replicated (E/Qw/Qa:\n"
+                   "the topic's own settings, or the proxy's, marked '(default)'; '-' if the\n"
+                   "proxy does not replicate).\n"
+                   "\n"
+                   "Exit status: 0, or 2 if the proxy could not be asked.\n",
         .flags = {{"proxy", "HOST:PORT", false}, {"json", "", false}},
         .examples = {"cairn topics list --json"},
         .run = RunTopicsList,

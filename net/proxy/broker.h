@@ -122,7 +122,13 @@ class Broker {
   absl::Status CreateTopic(std::string_view name, const TopicSettings& settings,
                            const ReplicationRequest& replication = {});
   absl::Status DeleteTopic(std::string_view name);
-  absl::StatusOr<std::vector<std::pair<std::string, uint32_t>>> ListTopics();
+  // Every topic's name and settings, as its record holds them.
+  absl::StatusOr<std::vector<std::pair<std::string, TopicSettings>>> ListTopics();
+  // How the ledgers of a topic without replication settings of its own are replicated; nullopt
+  // if the ledger set does not replicate.
+  std::optional<ReplicationConfig> default_replication() const {
+    return ledgers_->default_replication();
+  }
   absl::StatusOr<TopicStatsData> Stats(std::string_view name);
   // Sets the `fields` of every partition's policy to those of `retention`, keeping the others,
   // applies the result at once and returns it. Changes of one topic's retention are made one at

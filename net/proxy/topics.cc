@@ -202,10 +202,10 @@ absl::Status Broker::DeleteTopic(std::string_view name) {
   return metadata_->Delete(TopicKey(name), record->version);
 }
 
-absl::StatusOr<std::vector<std::pair<std::string, uint32_t>>> Broker::ListTopics() {
+absl::StatusOr<std::vector<std::pair<std::string, TopicSettings>>> Broker::ListTopics() {
   absl::StatusOr<std::vector<std::string>> keys = metadata_->List(kTopicKeyPrefix);
   if (!keys.ok()) return keys.status();
-  std::vector<std::pair<std::string, uint32_t>> topics;
+  std::vector<std::pair<std::string, TopicSettings>> topics;
   for (const std::string& key : *keys) {
     const std::string name = key.substr(kTopicKeyPrefix.size());
     absl::StatusOr<VersionedValue> record = metadata_->Get(key);
@@ -213,7 +213,7 @@ absl::StatusOr<std::vector<std::pair<std::string, uint32_t>>> Broker::ListTopics
     if (!record.ok()) return record.status();
     absl::StatusOr<TopicSettings> settings = DecodeTopicRecord(name, record->value);
     if (!settings.ok()) return settings.status();
-    topics.emplace_back(name, settings->partitions);
+    topics.emplace_back(name, *std::move(settings));
   }
   return topics;
 }
@@ -227,7 +227,7 @@ absl::StatusOr<TopicStatsData> Broker::Stats(std::string_view name) {
   stats.bytes_in = t.bytes_in.load();
   stats.messages_out = t.messages_out.load();
   stats.replication_of_topic = t.replication.has_value();
-  stats.replication = t.replication ? t.replication : ledgers_->default_replication();
+  stats.replication = t.replication ? t.replication : default_replication();
   for (auto& partition : t.partitions) stats.partitions.push_back(partition->stream->stats());
   absl::StatusOr<std::vector<std::string>> names = t.partitions[0]->stream->ListCursors();
   if (!names.ok()) {

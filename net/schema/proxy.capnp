@@ -86,6 +86,7 @@ struct TopicReplication {
 struct TopicInfo {
   name @0 :Text;
   partitions @1 :UInt32;
+  replication @2 :TopicReplication;
 }
 
 struct PartitionStats {

@@ -347,6 +347,15 @@ TEST_CASE("replication: a topic's own replication settings go to every ledger it
   CHECK(stats->replication->ensemble_size == 3);
   CHECK(stats->replication->ack_quorum == 2);
   CHECK(!stats->replication->of_topic);
+  absl::StatusOr<std::vector<TopicSummary>> listed = client->ListTopics();
+  REQUIRE(listed.ok());
+  REQUIRE(listed->size() == 2);
+  for (const TopicSummary& topic : *listed) {
+    INFO(topic.name);
+    REQUIRE(topic.replication.has_value());
+    CHECK(topic.replication->ensemble_size == (topic.name == "narrow" ? 2 : 3));
+    CHECK(topic.replication->of_topic == (topic.name == "narrow"));
+  }
 
   // A config that does not hold, over the proxy's defaults, is refused, naming topic and values.
   TopicConfig striped = OnePartition();

@@ -259,6 +259,8 @@ struct TopicStats {
 struct TopicSummary {
   std::string name;
   uint32_t partitions = 0;
+  // How its new ledgers are replicated; unset: the proxy does not replicate.
+  std::optional<TopicReplication> replication = std::nullopt;
 };
 
 struct CompactionSummary {
