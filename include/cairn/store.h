@@ -32,6 +32,7 @@
 #include "cairn/io.h"
 #include "cairn/ledger.h"
 #include "cairn/log.h"
+#include "cairn/replication.h"
 
 namespace cairn {
 
@@ -222,6 +223,14 @@ struct StoreStats {
   TimeDistribution sync_times;
 };
 
+// What LedgerSet::CreateLedgerWith creates.
+struct CreateLedgerOptions {
+  // The ledger's id; unset: one the set assigns (see CreateLedger).
+  std::optional<uint64_t> id = std::nullopt;
+  // How the ledger is replicated; unset: as the set replicates its ledgers by default.
+  std::optional<ReplicationConfig> replication = std::nullopt;
+};
+
 // The ledgers' interface, as streams use it: a local Store implements it, and so will a client
 // of ledgers replicated on store nodes. Thread-safe.
 class LedgerSet {
@@ -242,6 +251,14 @@ class LedgerSet {
   // store-assigned id, an orphan is a ledger that ListLedgers() shows and the caller's records
   // do not, with no entries (GetLedgerInfo: last_add_confirmed == kNoEntry).
   virtual absl::StatusOr<uint64_t> CreateLedger(std::optional<uint64_t> id = std::nullopt) = 0;
+  // As CreateLedger(options.id), with the ledger's replication settings if given (else the
+  // set's own, default_replication()). A set that does not replicate takes only E = Qw = Qa = 1
+  // and refuses other settings with kInvalidArgument, as does a replicating set settings that
+  // ValidateReplicationConfig refuses.
+  virtual absl::StatusOr<uint64_t> CreateLedgerWith(const CreateLedgerOptions& options);
+  // The replication settings of the ledgers created without settings of their own; nullopt if
+  // this set does not replicate (each ledger lives in one place).
+  virtual std::optional<ReplicationConfig> default_replication() const { return std::nullopt; }
   // Ids of all ledgers, ascending.
   virtual std::vector<uint64_t> ListLedgers() = 0;
   virtual absl::StatusOr<LedgerInfo> GetLedgerInfo(uint64_t id) = 0;

@@ -77,6 +77,12 @@ struct StreamOptions {
   // Memory for the most recent batches, served to readers at the tail without reading the disk.
   // Filled by appends while the stream has readers; 0: no cache.
   uint64_t tail_cache_bytes = uint64_t{16} << 20;
+  // How the stream's ledgers (and the parts a compactor writes for it) are replicated, kept for
+  // good with the stream (LedgerSet::CreateLedgerWith). Unset: as the ledger set replicates by
+  // default, whatever that is when each ledger is created. Checked by
+  // ValidateReplicationConfig when the stream is created; a set that does not replicate takes
+  // only E = Qw = Qa = 1.
+  std::optional<ReplicationConfig> replication = std::nullopt;
 };
 
 struct StreamAppendResult {
@@ -183,6 +189,8 @@ class Stream {
  public:
   virtual ~Stream() = default;
   virtual const std::string& name() const = 0;
+  // StreamOptions::replication, as the stream was created with.
+  virtual std::optional<ReplicationConfig> replication() const = 0;
 
   // Appends one batch; `done` gets its offsets, in append order. Rolls to a new ledger first
   // when the current one is full (StreamOptions). Errors as LedgerWriter::AppendAsync, plus

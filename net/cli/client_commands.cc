@@ -294,6 +294,29 @@ std::string RetentionText(const net::TopicRetention& r) {
   return absl::StrJoin(rules, "; ");
 }
 
+// "ensemble 3, write quorum 3, ack quorum 2 (the proxy's default)", or "none (...)".
+std::string ReplicationText(const std::optional<net::TopicReplication>& r) {
+  if (!r) return "none (the proxy does not replicate: each ledger is on one store)";
+  return absl::StrFormat("ensemble %d, write quorum %d, ack quorum %d (%s)", r->ensemble_size,
+                         r->write_quorum, r->ack_quorum,
+                         r->of_topic ? "the topic's own" : "the proxy's default");
+}
+
+// "replication": null, or {"ensemble_size": 3, ..., "of_topic": false}.
+void ReplicationJson(JsonWriter& json, const std::optional<net::TopicReplication>& r) {
+  json.Key("replication");
+  if (!r) {
+    json.Null();
+    return;
+  }
+  json.BeginObject();
+  json.Field("ensemble_size", uint64_t{r->ensemble_size});
+  json.Field("write_quorum", uint64_t{r->write_quorum});
+  json.Field("ack_quorum", uint64_t{r->ack_quorum});
+  json.Field("of_topic", r->of_topic);
+  json.EndObject();
+}
+
 void RetentionJson(JsonWriter& json, const net::TopicRetention& r) {
   json.Key("retention");
   json.BeginObject();
@@ -578,12 +601,21 @@ int RunTopicsCreate() {
   if (std::string error = RetentionFlags(config.retention); !error.empty()) {
     return UsageError(kCommand, error);
   }
+  // Given or not, never a value: the proxy checks the values, with its defaults.
+  if (FlagGiven("ensemble")) config.ensemble_size = absl::GetFlag(FLAGS_ensemble);
+  if (FlagGiven("write_quorum")) config.write_quorum = absl::GetFlag(FLAGS_write_quorum);
+  if (FlagGiven("ack_quorum")) config.ack_quorum = absl::GetFlag(FLAGS_ack_quorum);
   absl::StatusOr<std::unique_ptr<Client>> client = Connect();
   if (!client.ok()) return Fail(kCommand, client.status());
   absl::Status created = (*client)->CreateTopic(Topic(), config);
   if (!created.ok()) return Fail(kCommand, created);
   absl::PrintF("created topic %s with %d partition(s)\n", Topic(), partitions);
   if (AnyRetentionFlag()) absl::PrintF("retention: %s\n", RetentionText(config.retention));
+  if (config.ensemble_size || config.write_quorum || config.ack_quorum) {
+    absl::StatusOr<net::TopicStats> stats = (*client)->GetTopicStats(Topic());
+    if (!stats.ok()) return Fail(kCommand, stats.status());
+    absl::PrintF("replication: %s\n", ReplicationText(stats->replication));
+  }
   return kExitOk;
 }
 
@@ -636,6 +668,7 @@ int RunTopicsList() {
       json.BeginObject();
       json.Field("name", t.name);
       json.Field("partitions", uint64_t{t.partitions});
+      ReplicationJson(json, t.replication);
       json.EndObject();
     }
     json.EndArray();
@@ -643,8 +676,16 @@ int RunTopicsList() {
     absl::PrintF("%s\n", json.text());
     return kExitOk;
   }
-  absl::PrintF("%-40s %s\n", "TOPIC", "PARTITIONS");
-  for (const net::TopicSummary& t : *topics) absl::PrintF("%-40s %d\n", t.name, t.partitions);
+  absl::PrintF("%-40s %-10s %s\n", "TOPIC", "PARTITIONS", "REPLICATION (E/QW/QA)");
+  for (const net::TopicSummary& t : *topics) {
+    std::string replication = "-";
+    if (t.replication) {
+      replication = absl::StrFormat("%d/%d/%d%s", t.replication->ensemble_size,
+                                    t.replication->write_quorum, t.replication->ack_quorum,
+                                    t.replication->of_topic ? "" : " (default)");
+    }
+    absl::PrintF("%-40s %-10d %s\n", t.name, t.partitions, replication);
+  }
   absl::PrintF("%d topic(s)\n", topics->size());
   return kExitOk;
 }
@@ -703,6 +744,7 @@ int RunTopicsStats() {
     json.Field("bytes_in_rate", stats->bytes_in_rate);
     json.Field("messages_out_rate", stats->messages_out_rate);
     RetentionJson(json, stats->retention);
+    ReplicationJson(json, stats->replication);
     json.EndObject();
     absl::PrintF("%s\n", json.text());
     return kExitOk;
@@ -737,6 +779,7 @@ int RunTopicsStats() {
                Bytes(static_cast<uint64_t>(stats->bytes_in_rate)), stats->messages_out,
                stats->messages_out_rate);
   absl::PrintF("retention: %s\n", RetentionText(stats->retention));
+  absl::PrintF("replication: %s\n", ReplicationText(stats->replication));
   return kExitOk;
 }
 

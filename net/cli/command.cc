@@ -150,7 +150,8 @@ const Command kCommands[] = {
         .summary = "Create a topic",
         .usage = "cairn topics create TOPIC [--partitions N] [--proxy HOST:PORT]\n"
                  "       [--retention-age AGE] [--retention-bytes SIZE]\n"
-                 "       [--delete-acknowledged] [--keep-unacknowledged]",
+                 "       [--delete-acknowledged] [--keep-unacknowledged]\n"
+                 "       [--ensemble E] [--write-quorum QW] [--ack-quorum QA]",
         .details = "Creates the topic with N partitions (one stream each). Names are 1 to 180\n"
                    "bytes of [A-Za-z0-9._-].\n"
                    "\n"
@@ -159,24 +160,40 @@ const Command kCommands[] = {
                    "written, each time a ledger is closed; 'cairn topics retention' changes it\n"
                    "later.\n"
                    "\n"
-                   "Exit status: 0 created, 2 otherwise (e.g. it exists already).\n",
+                   "On a proxy that replicates its ledgers (cairnd proxy --stores), --ensemble,\n"
+                   "--write-quorum and --ack-quorum set how the topic's ledgers are replicated;\n"
+                   "each one not given is the proxy's (its --ensemble, ...). The result must have\n"
+                   "E = Qw >= Qa >= 1 (E at most 16), and is kept with the topic for good: later\n"
+                   "changes of the proxy's defaults do not change it. A topic given none follows\n"
+                   "the proxy's defaults. A proxy that does not replicate refuses them.\n"
+                   "\n"
+                   "Exit status: 0 created, 2 otherwise (e.g. it exists already, or a bad\n"
+                   "replication setting).\n",
         .flags = {{"proxy", "HOST:PORT", false},
                   {"partitions", "N", false},
                   {"retention_age", "AGE", false},
                   {"retention_bytes", "SIZE", false},
                   {"delete_acknowledged", "", false},
-                  {"keep_unacknowledged", "", false}},
+                  {"keep_unacknowledged", "", false},
+                  {"ensemble", "E", false},
+                  {"write_quorum", "QW", false},
+                  {"ack_quorum", "QA", false}},
         .examples = {"cairn topics create orders --partitions 4",
                      "cairn topics create clicks --partitions 8 --retention-age 7d "
-                     "--retention-bytes 50GiB"},
+                     "--retention-bytes 50GiB",
+                     "cairn topics create payments --ensemble 5 --write-quorum 5 --ack-quorum 3"},
         .run = RunTopicsCreate,
         .args = {"TOPIC"},
     },
     {
         .name = "topics list",
-        .summary = "List the topics and their partitions",
+        .summary = "List the topics, their partitions and replication",
         .usage = "cairn topics list [--proxy HOST:PORT] [--json]",
-        .details = "Exit status: 0, or 2 if the proxy could not be asked.\n",
+        .details = "Per topic: its partitions and how its new ledgers are replicated (E/Qw/Qa:\n"
+                   "the topic's own settings, or the proxy's, marked '(default)'; '-' if the\n"
+                   "proxy does not replicate).\n"
+                   "\n"
+                   "Exit status: 0, or 2 if the proxy could not be asked.\n",
         .flags = {{"proxy", "HOST:PORT", false}, {"json", "", false}},
         .examples = {"cairn topics list --json"},
         .run = RunTopicsList,
@@ -201,7 +218,9 @@ const Command kCommands[] = {
         .details = "Per partition: the offsets (first, end, durable end), ledgers and bytes. Per\n"
                    "subscription: its type, consumers, backlog (messages not acknowledged) and\n"
                    "messages delivered and not acknowledged. The rates are the proxy's, over the\n"
-                   "last few seconds. Then the topic's retention (see 'cairn topics retention').\n"
+                   "last few seconds. Then the topic's retention (see 'cairn topics retention')\n"
+                   "and how its new ledgers are replicated (its own settings, given to 'cairn\n"
+                   "topics create', or the proxy's defaults).\n"
                    "\n"
                    "Exit status: 0, or 2 if the topic does not exist or the proxy could not be\n"
                    "asked.\n",

@@ -36,6 +36,14 @@ ABSL_FLAG(bool, follow, false,
 ABSL_FLAG(uint64_t, wait_ms, 2000,
           "Without --follow, stop when no message arrived for this many milliseconds.");
 ABSL_FLAG(uint32_t, partitions, 1, "Partitions of the new topic.");
+ABSL_FLAG(uint32_t, ensemble, 0,
+          "Store nodes per ledger of the new topic (E); without it, the proxy's --ensemble.");
+ABSL_FLAG(uint32_t, write_quorum, 0,
+          "Store nodes each batch of the new topic is written to (Qw, equal to E); without it, "
+          "the proxy's --write-quorum.");
+ABSL_FLAG(uint32_t, ack_quorum, 0,
+          "Store nodes that must have a batch of the new topic before it is acknowledged (Qa); "
+          "without it, the proxy's --ack-quorum.");
 ABSL_FLAG(double, rate, 0, "Messages per second to send (0: as fast as the proxy takes them).");
 ABSL_FLAG(uint64_t, size, 100, "Bytes of each message's value.");
 ABSL_FLAG(uint64_t, messages, 0,

@@ -41,6 +41,15 @@ TopicRetention RetentionFrom(rpc::RetentionPolicy::Reader in) {
   return out;
 }
 
+// Unset when the proxy does not replicate (or is older than topics' replication settings).
+std::optional<TopicReplication> ReplicationFrom(rpc::TopicReplication::Reader r) {
+  if (!r.getReplicated()) return std::nullopt;
+  return TopicReplication{.ensemble_size = r.getEnsembleSize(),
+                          .write_quorum = r.getWriteQuorum(),
+                          .ack_quorum = r.getAckQuorum(),
+                          .of_topic = r.getOfTopic()};
+}
+
 // Thread-safe: every call goes to the connection's network thread and waits for its answer.
 class ClientImpl final : public Client {
  public:
@@ -59,6 +68,18 @@ class ClientImpl final : public Client {
           options.setPartitions(config.partitions);
           options.setLedgerMaxBytes(config.ledger_max_bytes);
           FillRetention(options.initRetention(), config.retention);
+          if (config.ensemble_size) {
+            options.setEnsembleSize(*config.ensemble_size);
+            options.setHasEnsembleSize(true);
+          }
+          if (config.write_quorum) {
+            options.setWriteQuorum(*config.write_quorum);
+            options.setHasWriteQuorum(true);
+          }
+          if (config.ack_quorum) {
+            options.setAckQuorum(*config.ack_quorum);
+            options.setHasAckQuorum(true);
+          }
           return request.send().then([](auto) { return true; });
         })
         .status();
@@ -81,7 +102,8 @@ class ClientImpl final : public Client {
           [](capnp::Response<rpc::Proxy::ListTopicsResults> response) {
             std::vector<TopicSummary> topics;
             for (rpc::TopicInfo::Reader t : response.getTopics()) {
-              topics.push_back({ToString(t.getName()), t.getPartitions()});
+              topics.push_back({ToString(t.getName()), t.getPartitions(),
+                                ReplicationFrom(t.getReplication())});
             }
             return topics;
           });
@@ -119,6 +141,7 @@ class ClientImpl final : public Client {
         stats.bytes_in_rate = in.getBytesInRate();
         stats.messages_out_rate = in.getMessagesOutRate();
         stats.retention = RetentionFrom(in.getRetention());
+        stats.replication = ReplicationFrom(in.getReplication());
         return stats;
       });
     });

@@ -290,15 +290,31 @@ class ReplicatedLedgerSetImpl final : public ReplicatedLedgerSet {
   }
 
   absl::StatusOr<uint64_t> CreateLedger(std::optional<uint64_t> id) override {
+    return CreateLedgerWith({.id = id});
+  }
+
+  absl::StatusOr<uint64_t> CreateLedgerWith(const CreateLedgerOptions& create) override {
+    // The writer takes its settings from its options: it draws an ensemble of E nodes, writes
+    // the record with the whole config, and acknowledges at Qa. Recoveries and readers take
+    // them from the record.
+    ReplicationOptions replication = shared_->options.replication;
+    if (create.replication.has_value()) {
+      if (absl::Status valid = ValidateReplicationConfig(*create.replication); !valid.ok()) {
+        return valid;
+      }
+      replication.config = *create.replication;
+    }
+    std::optional<uint64_t> id = create.id;
     if (!id.has_value()) {
       absl::StatusOr<uint64_t> next = ids_.Next();
       if (!next.ok()) return next.status();
       id = *next;
     }
     const uint64_t ledger = *id;
-    return shared_->Await<uint64_t>([this, ledger](std::function<void(absl::StatusOr<uint64_t>)> done) {
+    return shared_->Await<uint64_t>([this, ledger, replication = std::move(replication)](
+                                        std::function<void(absl::StatusOr<uint64_t>)> done) {
       absl::StatusOr<std::unique_ptr<ReplicatedWriter>> writer =
-          ReplicatedWriter::Create(shared_->env.get(), shared_->options.replication, ledger);
+          ReplicatedWriter::Create(shared_->env.get(), replication, ledger);
       if (!writer.ok()) return done(writer.status());
       created_[ledger] = std::move(*writer);
       done(ledger);
@@ -433,6 +449,10 @@ class ReplicatedLedgerSetImpl final : public ReplicatedLedgerSet {
 
   bool acknowledged_means_durable() const override {
     return shared_->options.acknowledged_means_durable;
+  }
+
+  std::optional<ReplicationConfig> default_replication() const override {
+    return shared_->options.replication.config;
   }
 
  private:

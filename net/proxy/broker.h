@@ -68,6 +68,8 @@ struct Topic {
   // Set when the topic opens, before it is shared.
   std::string name;
   std::vector<std::unique_ptr<Partition>> partitions;
+  // TopicSettings::replication: the topic's own, if it has any.
+  std::optional<ReplicationConfig> replication = std::nullopt;
   // Producers and consumers attached; the topic is not deleted while any is.
   std::atomic<uint64_t> users{0};
   std::atomic<uint64_t> messages_in{0};
@@ -96,6 +98,10 @@ struct TopicStatsData {
   uint64_t messages_in = 0;
   uint64_t bytes_in = 0;
   uint64_t messages_out = 0;
+  // How the topic's new ledgers are replicated: its own settings if it has them (`of_topic`),
+  // else the proxy's default; nullopt if the proxy does not replicate.
+  std::optional<ReplicationConfig> replication = std::nullopt;
+  bool replication_of_topic = false;
 };
 
 struct BrokerOptions {
@@ -111,9 +117,18 @@ class Broker {
 
   // ---- Topics and admin (topics.cc) ----
 
-  absl::Status CreateTopic(std::string_view name, const TopicSettings& settings);
+  // `replication` over the ledger set's default replication, checked (ResolveTopicReplication),
+  // makes settings.replication.
+  absl::Status CreateTopic(std::string_view name, const TopicSettings& settings,
+                           const ReplicationRequest& replication = {});
   absl::Status DeleteTopic(std::string_view name);
-  absl::StatusOr<std::vector<std::pair<std::string, uint32_t>>> ListTopics();
+  // Every topic's name and settings, as its record holds them.
+  absl::StatusOr<std::vector<std::pair<std::string, TopicSettings>>> ListTopics();
+  // How the ledgers of a topic without replication settings of its own are replicated; nullopt
+  // if the ledger set does not replicate.
+  std::optional<ReplicationConfig> default_replication() const {
+    return ledgers_->default_replication();
+  }
   absl::StatusOr<TopicStatsData> Stats(std::string_view name);
   // Sets the `fields` of every partition's policy to those of `retention`, keeping the others,
   // applies the result at once and returns it. Changes of one topic's retention are made one at

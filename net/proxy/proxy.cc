@@ -78,6 +78,18 @@ RetentionPolicy RetentionFrom(rpc::RetentionPolicy::Reader in) {
   return out;
 }
 
+// How a topic's new ledgers are replicated (`config`; nullopt: not at all), and whether by its
+// own settings.
+void FillReplication(rpc::TopicReplication::Builder out,
+                     const std::optional<ReplicationConfig>& config, bool of_topic) {
+  if (!config.has_value()) return;
+  out.setReplicated(true);
+  out.setEnsembleSize(config->ensemble_size);
+  out.setWriteQuorum(config->write_quorum);
+  out.setAckQuorum(config->ack_quorum);
+  out.setOfTopic(of_topic);
+}
+
 void FillRetention(rpc::RetentionPolicy::Builder out, const RetentionPolicy& in) {
   if (in.max_age.has_value()) out.setMaxAgeUs(in.max_age->count());
   if (in.max_bytes.has_value()) out.setMaxBytes(*in.max_bytes);
@@ -701,9 +713,13 @@ class ProxyImpl final : public rpc::Proxy::Server {
     internal::TopicSettings settings{.partitions = options.getPartitions(),
                                      .ledger_max_bytes = options.getLedgerMaxBytes(),
                                      .retention = RetentionFrom(options.getRetention())};
+    internal::ReplicationRequest replication;
+    if (options.getHasEnsembleSize()) replication.ensemble_size = options.getEnsembleSize();
+    if (options.getHasWriteQuorum()) replication.write_quorum = options.getWriteQuorum();
+    if (options.getHasAckQuorum()) replication.ack_quorum = options.getAckQuorum();
     return RunBlocking(service_.blocking,
-                       [&broker = service_.broker, name, settings]() {
-                         return broker.CreateTopic(name, settings);
+                       [&broker = service_.broker, name, settings, replication]() {
+                         return broker.CreateTopic(name, settings, replication);
                        })
         .then(ThrowIfError);
   }
@@ -718,13 +734,19 @@ class ProxyImpl final : public rpc::Proxy::Server {
   kj::Promise<void> listTopics(ListTopicsContext context) override {
     return RunBlocking(service_.blocking,
                        [&broker = service_.broker]() { return broker.ListTopics(); })
-        .then([context](
-                  absl::StatusOr<std::vector<std::pair<std::string, uint32_t>>> topics) mutable {
+        .then([&broker = service_.broker,
+               context](absl::StatusOr<std::vector<std::pair<std::string, internal::TopicSettings>>>
+                            topics) mutable {
           if (!topics.ok()) ThrowStatus(topics.status());
           auto out = context.getResults().initTopics(topics->size());
           for (size_t i = 0; i < topics->size(); ++i) {
+            const internal::TopicSettings& settings = (*topics)[i].second;
             out[i].setName((*topics)[i].first);
-            out[i].setPartitions((*topics)[i].second);
+            out[i].setPartitions(settings.partitions);
+            FillReplication(out[i].initReplication(),
+                            settings.replication ? settings.replication
+                                                 : broker.default_replication(),
+                            settings.replication.has_value());
           }
         });
   }
@@ -752,6 +774,7 @@ class ProxyImpl final : public rpc::Proxy::Server {
           if (!stats->partitions.empty()) {
             FillRetention(out.initRetention(), stats->partitions[0].retention);
           }
+          FillReplication(out.initReplication(), stats->replication, stats->replication_of_topic);
           auto subs = out.initSubscriptions(stats->subscriptions.size());
           for (size_t i = 0; i < stats->subscriptions.size(); ++i) {
             const auto& s = stats->subscriptions[i];

@@ -30,11 +30,25 @@ Broker::Broker(LedgerSet* ledgers, MetadataStore* metadata, const BrokerOptions&
 
 Broker::~Broker() { CloseAll(); }
 
-absl::Status Broker::CreateTopic(std::string_view name, const TopicSettings& settings) {
+absl::Status Broker::CreateTopic(std::string_view name, const TopicSettings& asked,
+                                 const ReplicationRequest& replication) {
   if (absl::Status ok = CheckTopicName(name); !ok.ok()) return ok;
-  if (settings.partitions == 0 || settings.partitions > kMaxPartitions) {
+  if (asked.partitions == 0 || asked.partitions > kMaxPartitions) {
     return absl::InvalidArgumentError(absl::StrCat("a topic has 1 to ", kMaxPartitions,
-                                                   " partitions, not ", settings.partitions));
+                                                   " partitions, not ", asked.partitions));
+  }
+  TopicSettings settings = asked;
+  if (replication.any()) {
+    absl::StatusOr<std::optional<ReplicationConfig>> config =
+        ResolveTopicReplication(name, replication, ledgers_->default_replication());
+    if (!config.ok()) return config.status();
+    settings.replication = *config;
+  } else if (settings.replication.has_value()) {
+    // Given whole (not through the protocol): checked all the same.
+    const ReplicationConfig& c = *settings.replication;
+    absl::StatusOr<std::optional<ReplicationConfig>> config = ResolveTopicReplication(
+        name, {c.ensemble_size, c.write_quorum, c.ack_quorum}, ledgers_->default_replication());
+    if (!config.ok()) return config.status();
   }
   const StreamOptions stream_options = PartitionOptions(settings);
   MutexLock lock(mu_);
@@ -47,6 +61,7 @@ absl::Status Broker::CreateTopic(std::string_view name, const TopicSettings& set
   if (!put.ok()) return put.status();
   auto topic = std::make_shared<Topic>();
   topic->name = std::string(name);
+  topic->replication = settings.replication;
   for (uint32_t i = 0; i < settings.partitions; ++i) {
     auto partition = std::make_unique<Partition>();
     absl::StatusOr<std::unique_ptr<Stream>> stream =
@@ -112,6 +127,7 @@ absl::StatusOr<std::shared_ptr<Topic>> Broker::OpenLocked(std::string_view name)
   if (!settings.ok()) return settings.status();
   auto topic = std::make_shared<Topic>();
   topic->name = std::string(name);
+  topic->replication = settings->replication;
   for (uint32_t i = 0; i < settings->partitions; ++i) {
     auto partition = std::make_unique<Partition>();
     absl::StatusOr<std::unique_ptr<Stream>> stream = streams_.Open(PartitionStreamName(name, i));
@@ -186,10 +202,10 @@ absl::Status Broker::DeleteTopic(std::string_view name) {
   return metadata_->Delete(TopicKey(name), record->version);
 }
 
-absl::StatusOr<std::vector<std::pair<std::string, uint32_t>>> Broker::ListTopics() {
+absl::StatusOr<std::vector<std::pair<std::string, TopicSettings>>> Broker::ListTopics() {
   absl::StatusOr<std::vector<std::string>> keys = metadata_->List(kTopicKeyPrefix);
   if (!keys.ok()) return keys.status();
-  std::vector<std::pair<std::string, uint32_t>> topics;
+  std::vector<std::pair<std::string, TopicSettings>> topics;
   for (const std::string& key : *keys) {
     const std::string name = key.substr(kTopicKeyPrefix.size());
     absl::StatusOr<VersionedValue> record = metadata_->Get(key);
@@ -197,7 +213,7 @@ absl::StatusOr<std::vector<std::pair<std::string, uint32_t>>> Broker::ListTopics
     if (!record.ok()) return record.status();
     absl::StatusOr<TopicSettings> settings = DecodeTopicRecord(name, record->value);
     if (!settings.ok()) return settings.status();
-    topics.emplace_back(name, settings->partitions);
+    topics.emplace_back(name, *std::move(settings));
   }
   return topics;
 }
@@ -210,6 +226,8 @@ absl::StatusOr<TopicStatsData> Broker::Stats(std::string_view name) {
   stats.messages_in = t.messages_in.load();
   stats.bytes_in = t.bytes_in.load();
   stats.messages_out = t.messages_out.load();
+  stats.replication_of_topic = t.replication.has_value();
+  stats.replication = t.replication ? t.replication : default_replication();
   for (auto& partition : t.partitions) stats.partitions.push_back(partition->stream->stats());
   absl::StatusOr<std::vector<std::string>> names = t.partitions[0]->stream->ListCursors();
   if (!names.ok()) {

@@ -62,11 +62,31 @@ struct TopicOptions {
   partitions @0 :UInt32 = 1;       # 1..kMaxPartitions
   ledgerMaxBytes @1 :UInt64;       # 0: the stream default (256 MiB)
   retention @2 :RetentionPolicy;
+  # How the topic's ledgers are replicated, each over the proxy's default (cairnd proxy
+  # --ensemble, --write-quorum, --ack-quorum) and only if its has* flag is set: unset, the
+  # topic follows the proxy's default. Checked as a whole (E = Qw >= Qa >= 1); refused by a
+  # proxy that does not replicate.
+  ensembleSize @3 :UInt32;
+  writeQuorum @4 :UInt32;
+  ackQuorum @5 :UInt32;
+  hasEnsembleSize @6 :Bool;
+  hasWriteQuorum @7 :Bool;
+  hasAckQuorum @8 :Bool;
+}
+
+# How a topic's new ledgers are replicated.
+struct TopicReplication {
+  replicated @0 :Bool;             # false: the proxy does not replicate (and the rest is unset)
+  ensembleSize @1 :UInt32;
+  writeQuorum @2 :UInt32;
+  ackQuorum @3 :UInt32;
+  ofTopic @4 :Bool;                # the topic's own settings; false: the proxy's default
 }
 
 struct TopicInfo {
   name @0 :Text;
   partitions @1 :UInt32;
+  replication @2 :TopicReplication;
 }
 
 struct PartitionStats {
@@ -98,6 +118,7 @@ struct TopicStats {
   bytesInRate @7 :Float64;
   messagesOutRate @8 :Float64;
   retention @9 :RetentionPolicy;   # in force on the topic's partitions
+  replication @10 :TopicReplication;
 }
 
 struct CompactionReport {

@@ -529,7 +529,9 @@ absl::StatusOr<CompactionResult> CompactorImpl::Pass(bool cancellable) {
 
   // The new part's ledger is recorded as pending before anything is written to it: a crash from
   // here on leaves it listed, and the next pass deletes it.
-  absl::StatusOr<uint64_t> output_id = ledgers_->CreateLedger();
+  // Replicated as the stream's own ledgers are.
+  absl::StatusOr<uint64_t> output_id =
+      ledgers_->CreateLedgerWith({.replication = stream_->replication()});
   if (!output_id.ok()) {
     idle();
     return output_id.status();

@@ -75,6 +75,9 @@ absl::Status CheckOptions(const StreamOptions& options) {
         "stream options: ledger_max_bytes, ledger_max_entries and ledger_max_age must be "
         "positive; cursor_persist_interval and retention.max_age must not be negative");
   }
+  if (options.replication.has_value()) {
+    return ValidateReplicationConfig(*options.replication);
+  }
   return absl::OkStatus();
 }
 
@@ -134,6 +137,7 @@ class StreamImpl final : public Stream {
         name_(std::move(name)),
         record_(std::move(record)),
         record_version_(version),
+        replication_(record_.options.replication),
         tail_cache_(record_.options.tail_cache_bytes),
         end_offset_(record_.next_offset) {}
 
@@ -146,6 +150,7 @@ class StreamImpl final : public Stream {
   }
 
   const std::string& name() const override { return name_; }
+  std::optional<ReplicationConfig> replication() const override { return replication_; }
 
   // --- Appends -------------------------------------------------------------------------------
 
@@ -574,7 +579,8 @@ class StreamImpl final : public Stream {
     if (writer_ != nullptr) {
       CAIRN_ASSIGN_OR_RETURN(count, DrainWriter());
     }
-    CAIRN_ASSIGN_OR_RETURN(const uint64_t new_id, ledgers_->CreateLedger());
+    CAIRN_ASSIGN_OR_RETURN(const uint64_t new_id,
+                           ledgers_->CreateLedgerWith({.replication = replication_}));
     StreamRecord next = record_;
     if (writer_ != nullptr) {
       LedgerRange& current = next.ledgers.back();
@@ -731,6 +737,8 @@ class StreamImpl final : public Stream {
   std::mutex mu_;
   StreamRecord record_;
   uint64_t record_version_;
+  // StreamOptions::replication; never changes, so read without mu_.
+  const std::optional<ReplicationConfig> replication_;
   absl::Status failed_;  // Set once the stream can no longer be appended to.
   // Why Recover() could not finish (a full disk); OK once it has. Appends retry it first.
   absl::Status recovery_pending_;

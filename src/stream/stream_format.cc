@@ -17,6 +17,8 @@ enum RetentionFlags : uint8_t {
   kHasMaxBytes = 2,
   kDeleteAcknowledged = 4,
   kKeepUnacknowledged = 8,
+  // Not retention: the stream's ledgers' replication settings follow (StreamOptions::replication).
+  kHasReplication = 16,
 };
 
 absl::Status Damaged(std::string_view what) {
@@ -49,10 +51,16 @@ std::string EncodeStreamRecord(const StreamRecord& record) {
   const RetentionPolicy& r = o.retention;
   uint8_t flags = (r.max_age ? kHasMaxAge : 0) | (r.max_bytes ? kHasMaxBytes : 0) |
                   (r.delete_acknowledged ? kDeleteAcknowledged : 0) |
-                  (r.keep_unacknowledged ? kKeepUnacknowledged : 0);
+                  (r.keep_unacknowledged ? kKeepUnacknowledged : 0) |
+                  (o.replication ? kHasReplication : 0);
   out.push_back(static_cast<char>(flags));
   if (r.max_age) PutVarint(out, static_cast<uint64_t>(r.max_age->count()));
   if (r.max_bytes) PutVarint(out, *r.max_bytes);
+  if (o.replication) {
+    PutVarint(out, o.replication->ensemble_size);
+    PutVarint(out, o.replication->write_quorum);
+    PutVarint(out, o.replication->ack_quorum);
+  }
   char checksum[kChecksumBytes];
   EncodeFixed64(checksum, XXH3_64bits(out.data(), out.size()));
   out.append(checksum, kChecksumBytes);
@@ -95,7 +103,7 @@ absl::StatusOr<StreamRecord> DecodeStreamRecord(std::span<const char> bytes) {
   uint8_t flags;
   if (!in.Varint(&o.ledger_max_bytes) || !in.Varint(&o.ledger_max_entries) || !in.Varint(&age) ||
       !in.Varint(&interval) || !in.Varint(&o.tail_cache_bytes) || !in.Byte(&flags) ||
-      flags > 15) {
+      flags > 31) {
     return Damaged("bad options");
   }
   o.ledger_max_age = std::chrono::microseconds(age);
@@ -111,6 +119,17 @@ absl::StatusOr<StreamRecord> DecodeStreamRecord(std::span<const char> bytes) {
   if (flags & kHasMaxBytes) {
     if (!in.Varint(&value)) return Damaged("truncated");
     r.max_bytes = value;
+  }
+  if (flags & kHasReplication) {
+    uint64_t e, qw, qa;
+    if (!in.Varint(&e) || !in.Varint(&qw) || !in.Varint(&qa)) return Damaged("truncated");
+    if (e > kMaxEnsembleSize || qw > kMaxEnsembleSize || qa > kMaxEnsembleSize) {
+      return Damaged("bad replication config");
+    }
+    o.replication = ReplicationConfig{.ensemble_size = static_cast<uint32_t>(e),
+                                      .write_quorum = static_cast<uint32_t>(qw),
+                                      .ack_quorum = static_cast<uint32_t>(qa)};
+    if (!ValidateReplicationConfig(*o.replication).ok()) return Damaged("bad replication config");
   }
   if (!in.done()) return Damaged("trailing bytes");
   // Invariants: contiguous offsets, only the last ledger open, next_offset after them all.

@@ -13,7 +13,8 @@
 //   options: ledger_max_bytes, ledger_max_entries, ledger_max_age_us, cursor_persist_interval_us,
 //            tail_cache_bytes,
 //            u8 retention flags (1 max_age, 2 max_bytes, 4 delete_acknowledged,
-//            8 keep_unacknowledged), [max_age_us], [max_bytes]
+//            8 keep_unacknowledged; 16 replication), [max_age_us], [max_bytes],
+//            [replication: ensemble_size, write_quorum, ack_quorum]
 //   u64 fixed little-endian: XXH3-64 of everything before it
 #pragma once
 

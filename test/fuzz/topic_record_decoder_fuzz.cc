@@ -3,13 +3,14 @@
 // libFuzzer target for the proxy's topic record decoder (net/proxy/topic_record.h).
 //
 // Whatever DecodeTopicRecord accepts must hold settings the proxy can use (1..kMaxPartitions
-// partitions, an age that is not negative) and survive Decode(Encode(x)) == x, with an encoding
-// that is canonical (encoding the decoded settings again gives the same text). Whatever it
-// refuses is kDataLoss, with a message that names the topic. libFuzzer hands each input in a
-// buffer of its exact size, so AddressSanitizer catches a read past its end.
+// partitions, an age that is not negative, replication settings that hold) and survive
+// Decode(Encode(x)) == x, with an encoding that is canonical (encoding the decoded settings
+// again gives the same text). Whatever it refuses is kDataLoss, with a message that names the
+// topic. libFuzzer hands each input in a buffer of its exact size, so AddressSanitizer catches a
+// read past its end.
 //
 // Seed corpus: test/fuzz/corpus/topic_record_decoder (records as the proxy writes them, with
-// every setting, and damaged ones).
+// every setting, replication settings, and damaged ones).
 
 #include <cstddef>
 #include <cstdint>
@@ -50,6 +51,8 @@ void CheckDecode(std::string_view value) {
   const TopicSettings& settings = *decoded;
   FUZZ_CHECK(settings.partitions >= 1 && settings.partitions <= cairn::net::kMaxPartitions);
   FUZZ_CHECK(!settings.retention.max_age.has_value() || settings.retention.max_age->count() >= 0);
+  FUZZ_CHECK(!settings.replication.has_value() ||
+             cairn::ValidateReplicationConfig(*settings.replication).ok());
 
   const std::string encoded = EncodeTopicRecord(settings);
   absl::StatusOr<TopicSettings> again = DecodeTopicRecord(kName, encoded);

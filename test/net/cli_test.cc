@@ -314,6 +314,17 @@ TEST_CASE("cli: topics, produce, consume, stats and perf against cairnd standalo
   run = Cairn(f.scratch, {"topics", "create", "orders", "--proxy", proxy});
   CHECK(run.status == 2);
   CHECK(run.err.find("ALREADY_EXISTS") != std::string::npos);
+  // A standalone proxy does not replicate: replication settings are refused, and shown so.
+  run = Cairn(f.scratch, {"topics", "create", "copies", "--ack-quorum", "1", "--proxy", proxy});
+  CHECK(run.status == 2);
+  CHECK(run.err.find("INVALID_ARGUMENT") != std::string::npos);
+  CHECK(run.err.find("does not replicate") != std::string::npos);
+  run = Cairn(f.scratch, {"topics", "stats", "orders", "--proxy", proxy});
+  CHECK(run.out.find("replication: none (the proxy does not replicate") != std::string::npos);
+  run = Cairn(f.scratch, {"topics", "stats", "orders", "--json", "--proxy", proxy});
+  CHECK(run.out.find("\"replication\":null") != std::string::npos);
+  run = Cairn(f.scratch, {"topics", "list", "--proxy", proxy});
+  CHECK(run.out.find("copies") == std::string::npos);  // the refused topic was not created
 
   {
     std::ofstream lines(f.scratch + "/lines");
@@ -372,7 +383,8 @@ TEST_CASE("cli: topics, produce, consume, stats and perf against cairnd standalo
   run = Cairn(f.scratch, {"topics", "list", "--json", "--proxy", proxy});
   REQUIRE(run.status == 0);
   CHECK(IsJson(f.scratch, run.out));
-  CHECK(run.out.find("{\"name\":\"orders\",\"partitions\":2}") != std::string::npos);
+  CHECK(run.out.find("{\"name\":\"orders\",\"partitions\":2,\"replication\":null}") !=
+        std::string::npos);
   run = Cairn(f.scratch, {"topics", "stats", "missing", "--proxy", proxy});
   CHECK(run.status == 2);
   CHECK(run.err.find("NOT_FOUND") != std::string::npos);

@@ -509,6 +509,25 @@ TEST_CASE("client: threads sharing a consumer receive each message once",
   REQUIRE(consumer->Close().ok());
 }
 
+TEST_CASE("client: a proxy that does not replicate refuses replication settings for a topic",
+          "[net][client]") {
+  TempDir dir;
+  ServedProxy served(dir.path());
+  std::unique_ptr<Client> client = ConnectTo(served.address());
+  TopicConfig config = Partitions(1);
+  config.ack_quorum = 1;
+  absl::Status refused = client->CreateTopic("r", config);
+  CHECK(absl::IsInvalidArgument(refused));
+  CHECK(absl::StrContains(refused.message(), "topic r"));
+  CHECK(absl::StrContains(refused.message(), "does not replicate"));
+  CHECK(absl::IsNotFound(client->GetTopicStats("r").status()));  // nothing was created
+  // Without settings the topic is created, and shown as not replicated.
+  REQUIRE(client->CreateTopic("r", Partitions(1)).ok());
+  absl::StatusOr<TopicStats> stats = client->GetTopicStats("r");
+  REQUIRE(stats.ok());
+  CHECK(!stats->replication.has_value());
+}
+
 TEST_CASE("client: the proxy's status codes arrive intact", "[net][client]") {
   TempDir dir;
   ServedProxy served(dir.path());

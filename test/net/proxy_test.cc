@@ -34,6 +34,7 @@
 #include "kj/async-io.h"
 #include "net/net_status.h"
 #include "net/producer_stamp.h"
+#include "net/proxy/topic_record.h"
 #include "net/schema/proxy.capnp.h"
 #include "test/net/net_fixtures.h"
 #include "test/net/served_proxy.h"
@@ -163,6 +164,77 @@ void Ack(RawClient& c, rpc::Consumer::Client& consumer, uint32_t partition,
   auto list = request.initOffsets(offsets.size());
   for (size_t i = 0; i < offsets.size(); ++i) list.set(i, offsets[i]);
   request.send().wait(c.io.waitScope);
+}
+
+TEST_CASE("proxy: topic records keep replication settings; older records still decode",
+          "[proxy]") {
+  using internal::DecodeTopicRecord;
+  using internal::EncodeTopicRecord;
+  using internal::TopicSettings;
+  TopicSettings settings;
+  settings.partitions = 2;
+  settings.replication = ReplicationConfig{.ensemble_size = 2, .write_quorum = 2, .ack_quorum = 1};
+  const std::string encoded = EncodeTopicRecord(settings);
+  CHECK(encoded == "cairn-topic-v1 partitions=2 ensemble=2 write_quorum=2 ack_quorum=1");
+  absl::StatusOr<TopicSettings> decoded = DecodeTopicRecord("t", encoded);
+  REQUIRE(decoded.ok());
+  CHECK(*decoded == settings);
+  CHECK(internal::PartitionOptions(*decoded).replication == settings.replication);
+
+  // Without them (a record written before topics had them): the proxy's default.
+  decoded = DecodeTopicRecord("t", "cairn-topic-v1 partitions=3 max_bytes=10");
+  REQUIRE(decoded.ok());
+  CHECK(!decoded->replication.has_value());
+  CHECK(EncodeTopicRecord(*decoded) == "cairn-topic-v1 partitions=3 max_bytes=10");
+  CHECK(!internal::PartitionOptions(*decoded).replication.has_value());
+
+  // Not all three, or a config that does not hold: damaged, naming the topic.
+  for (const char* bad : {"cairn-topic-v1 partitions=1 ensemble=2 write_quorum=2",
+                          "cairn-topic-v1 partitions=1 ack_quorum=1",
+                          "cairn-topic-v1 partitions=1 ensemble=3 write_quorum=2 ack_quorum=2",
+                          "cairn-topic-v1 partitions=1 ensemble=2 write_quorum=2 ack_quorum=0",
+                          "cairn-topic-v1 partitions=1 ensemble=17 write_quorum=17 ack_quorum=1",
+                          "cairn-topic-v1 partitions=1 ensemble=x write_quorum=2 ack_quorum=1",
+                          "cairn-topic-v1 partitions=1 ensemble=-2 write_quorum=2 ack_quorum=1"}) {
+    INFO(bad);
+    absl::Status status = DecodeTopicRecord("t", bad).status();
+    CHECK(absl::IsDataLoss(status));
+    CHECK(absl::StrContains(status.message(), "topic t"));
+  }
+}
+
+TEST_CASE("proxy: a topic's replication settings are checked over the proxy's defaults",
+          "[proxy]") {
+  using internal::ReplicationRequest;
+  using internal::ResolveTopicReplication;
+  const ReplicationConfig defaults{.ensemble_size = 3, .write_quorum = 3, .ack_quorum = 2};
+  // Nothing asked: the topic follows the proxy.
+  absl::StatusOr<std::optional<ReplicationConfig>> config =
+      ResolveTopicReplication("t", {}, defaults);
+  REQUIRE(config.ok());
+  CHECK(!config->has_value());
+  // Asked values over the defaults.
+  config = ResolveTopicReplication("t", {.ack_quorum = 1}, defaults);
+  REQUIRE(config.ok());
+  CHECK(**config == ReplicationConfig{.ensemble_size = 3, .write_quorum = 3, .ack_quorum = 1});
+  config = ResolveTopicReplication("t", {.ensemble_size = 2, .write_quorum = 2}, defaults);
+  REQUIRE(config.ok());
+  CHECK(**config == ReplicationConfig{.ensemble_size = 2, .write_quorum = 2, .ack_quorum = 2});
+  // What does not hold is refused, naming the topic and the values.
+  for (const ReplicationRequest& bad :
+       {ReplicationRequest{.ensemble_size = 2}, ReplicationRequest{.ack_quorum = 4},
+        ReplicationRequest{.ack_quorum = 0},
+        ReplicationRequest{.ensemble_size = 17, .write_quorum = 17}}) {
+    config = ResolveTopicReplication("t", bad, defaults);
+    CHECK(absl::IsInvalidArgument(config.status()));
+    CHECK(absl::StrContains(config.status().message(), "topic t"));
+  }
+  config = ResolveTopicReplication("t", {.ensemble_size = 2}, defaults);
+  CHECK(absl::StrContains(config.status().message(), "E=2 Qw=3 Qa=2"));
+  // A proxy that does not replicate refuses any.
+  config = ResolveTopicReplication("t", {.ensemble_size = 1}, std::nullopt);
+  CHECK(absl::IsInvalidArgument(config.status()));
+  CHECK(absl::StrContains(config.status().message(), "does not replicate"));
 }
 
 TEST_CASE("proxy: topics are created, listed and deleted, with clear errors", "[proxy]") {

@@ -19,11 +19,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "cairn/metadata.h"
 #include "cairn/net/client.h"
 #include "cairn/net/remote_metadata_store.h"
 #include "cairn/replication.h"
+#include "src/stream/stream_format.h"
 #include "test/net/net_fixtures.h"
 #include "test/test_util.h"
 
@@ -70,6 +72,28 @@ struct Cluster {
     absl::StatusOr<ReplicatedLedgerRecord> record = DecodeReplicatedLedgerRecord(value->value);
     REQUIRE(record.ok());
     return record->fragments.back().nodes;
+  }
+
+  // The replicated ledger records of every ledger a topic's partition 0 has (its stream's
+  // record, "streams/<topic>-partition-0", lists them).
+  std::vector<ReplicatedLedgerRecord> TopicLedgers(const std::string& topic) const {
+    absl::StatusOr<std::unique_ptr<MetadataStore>> store =
+        ConnectMetadataStore({.address = metadata->address(), .log = NullLog()});
+    REQUIRE(store.ok());
+    absl::StatusOr<VersionedValue> stream = (*store)->Get("streams/" + topic + "-partition-0");
+    REQUIRE(stream.ok());
+    absl::StatusOr<cairn::internal::StreamRecord> decoded =
+        cairn::internal::DecodeStreamRecord(stream->value);
+    REQUIRE(decoded.ok());
+    std::vector<ReplicatedLedgerRecord> records;
+    for (const cairn::internal::LedgerRange& ledger : decoded->ledgers) {
+      absl::StatusOr<VersionedValue> value = (*store)->Get(ReplicatedLedgerKey(ledger.ledger_id));
+      REQUIRE(value.ok());
+      absl::StatusOr<ReplicatedLedgerRecord> record = DecodeReplicatedLedgerRecord(value->value);
+      REQUIRE(record.ok());
+      records.push_back(*std::move(record));
+    }
+    return records;
   }
 
   Daemon& StoreAt(const std::string& address) const {
@@ -261,6 +285,113 @@ TEST_CASE("replication: a proxy killed mid-stream: another proxy recovers the op
   CheckNoLossNoDuplicate(consumed, outcomes);
   client.reset();
   CHECK(second->Terminate() == 0);
+}
+
+}  // namespace
+}  // namespace cairn::net
+
+namespace cairn::net {
+namespace {
+
+TEST_CASE("replication: a topic's own replication settings go to every ledger it creates; a "
+          "topic without them gets the proxy's",
+          "[net][replication][daemon]") {
+  TempDir dir;
+  Cluster cluster(dir);
+  std::unique_ptr<Daemon> proxy = cluster.StartProxy(dir.path() + "/proxy.log");  // 3/3/2
+  std::unique_ptr<Client> client = ConnectTo(proxy->address());
+
+  TopicConfig narrow = OnePartition();
+  narrow.ensemble_size = 2;
+  narrow.write_quorum = 2;
+  narrow.ack_quorum = 2;
+  REQUIRE(client->CreateTopic("narrow", narrow).ok());
+  REQUIRE(client->CreateTopic("wide", OnePartition()).ok());
+  for (const std::string topic : {"narrow", "wide"}) {
+    absl::StatusOr<std::unique_ptr<Producer>> producer = client->CreateProducer(topic);
+    REQUIRE(producer.ok());
+    Outcomes outcomes;
+    SendRange(**producer, outcomes, 0, 100);
+    std::lock_guard lock(outcomes.mu);
+    for (const auto& [value, status] : outcomes.by_value) CHECK(status.ok());
+  }
+
+  const std::vector<ReplicatedLedgerRecord> narrow_ledgers = cluster.TopicLedgers("narrow");
+  REQUIRE(!narrow_ledgers.empty());
+  for (const ReplicatedLedgerRecord& record : narrow_ledgers) {
+    INFO("ledger " << record.ledger_id);
+    CHECK(record.config == ReplicationConfig{.ensemble_size = 2, .write_quorum = 2,
+                                             .ack_quorum = 2});
+    CHECK(record.fragments.back().nodes.size() == 2);
+  }
+  const std::vector<ReplicatedLedgerRecord> wide_ledgers = cluster.TopicLedgers("wide");
+  REQUIRE(!wide_ledgers.empty());
+  for (const ReplicatedLedgerRecord& record : wide_ledgers) {
+    INFO("ledger " << record.ledger_id);
+    CHECK(record.config == ReplicationConfig{.ensemble_size = 3, .write_quorum = 3,
+                                             .ack_quorum = 2});
+    CHECK(record.fragments.back().nodes.size() == 3);
+  }
+
+  // Each topic shows how its ledgers are replicated, and whose settings those are.
+  absl::StatusOr<TopicStats> stats = client->GetTopicStats("narrow");
+  REQUIRE(stats.ok());
+  REQUIRE(stats->replication.has_value());
+  CHECK(stats->replication->ensemble_size == 2);
+  CHECK(stats->replication->write_quorum == 2);
+  CHECK(stats->replication->ack_quorum == 2);
+  CHECK(stats->replication->of_topic);
+  stats = client->GetTopicStats("wide");
+  REQUIRE(stats.ok());
+  REQUIRE(stats->replication.has_value());
+  CHECK(stats->replication->ensemble_size == 3);
+  CHECK(stats->replication->ack_quorum == 2);
+  CHECK(!stats->replication->of_topic);
+  absl::StatusOr<std::vector<TopicSummary>> listed = client->ListTopics();
+  REQUIRE(listed.ok());
+  REQUIRE(listed->size() == 2);
+  for (const TopicSummary& topic : *listed) {
+    INFO(topic.name);
+    REQUIRE(topic.replication.has_value());
+    CHECK(topic.replication->ensemble_size == (topic.name == "narrow" ? 2 : 3));
+    CHECK(topic.replication->of_topic == (topic.name == "narrow"));
+  }
+
+  // A config that does not hold, over the proxy's defaults, is refused, naming topic and values.
+  TopicConfig striped = OnePartition();
+  striped.ensemble_size = 4;  // over Qw = 3: striping
+  absl::Status refused = client->CreateTopic("striped", striped);
+  CHECK(absl::IsInvalidArgument(refused));
+  CHECK(absl::StrContains(refused.message(), "topic striped"));
+  CHECK(absl::StrContains(refused.message(), "E=4 Qw=3 Qa=2"));
+  TopicConfig ack_over = OnePartition();
+  ack_over.ack_quorum = 4;
+  CHECK(absl::IsInvalidArgument(client->CreateTopic("ack-over", ack_over)));
+  TopicConfig zero = OnePartition();
+  zero.ack_quorum = 0;
+  CHECK(absl::IsInvalidArgument(client->CreateTopic("zero", zero)));
+  CHECK(absl::IsNotFound(client->GetTopicStats("striped").status()));
+
+  // A restarted proxy reopens the topic with its settings: new ledgers keep them.
+  client.reset();
+  CHECK(proxy->Terminate() == 0);
+  proxy = cluster.StartProxy(dir.path() + "/proxy-2.log");
+  client = ConnectTo(proxy->address());
+  {
+    absl::StatusOr<std::unique_ptr<Producer>> producer = client->CreateProducer("narrow");
+    REQUIRE(producer.ok());
+    Outcomes outcomes;
+    SendRange(**producer, outcomes, 100, 150);
+  }
+  const std::vector<ReplicatedLedgerRecord> reopened = cluster.TopicLedgers("narrow");
+  REQUIRE(reopened.size() > narrow_ledgers.size());
+  for (const ReplicatedLedgerRecord& record : reopened) {
+    INFO("ledger " << record.ledger_id);
+    CHECK(record.config.ensemble_size == 2);
+    CHECK(record.config.ack_quorum == 2);
+  }
+  client.reset();
+  CHECK(proxy->Terminate() == 0);
 }
 
 }  // namespace

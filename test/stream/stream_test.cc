@@ -21,6 +21,8 @@
 #include "cairn/fault_injection.h"
 #include "cairn/metadata.h"
 #include "cairn/store.h"
+#include "absl/strings/match.h"
+#include "src/stream/stream_format.h"
 #include "test/ledger/ledger_test_util.h"
 #include "test/stream/crash_points.h"
 #include "test/test_util.h"
@@ -179,6 +181,51 @@ TEST_CASE("A stream's offsets run on across roll-overs and reopening", "[stream]
   StreamAppendResult at = AppendValues(*stream, next, 3);
   REQUIRE(at.first_offset == next);
   CheckRange(*stream, 0, next + 3);
+}
+
+TEST_CASE("A stream keeps its ledgers' replication settings; a store that does not replicate "
+          "takes only one copy",
+          "[stream]") {
+  auto fs = NewMemoryFileSystem();
+  World world(fs.get());
+  // Kept in the stream record; older records (without them) still decode.
+  internal::StreamRecord record;
+  record.options.replication = ReplicationConfig{.ensemble_size = 2, .write_quorum = 2,
+                                                 .ack_quorum = 1};
+  const std::string encoded = internal::EncodeStreamRecord(record);
+  internal::StreamRecord decoded = Unwrap(internal::DecodeStreamRecord(encoded));
+  CHECK(decoded.options.replication == record.options.replication);
+  record.options.replication.reset();
+  decoded = Unwrap(internal::DecodeStreamRecord(internal::EncodeStreamRecord(record)));
+  CHECK(!decoded.options.replication.has_value());
+
+  StreamOptions options;
+  options.replication = ReplicationConfig{.ensemble_size = 3, .write_quorum = 2, .ack_quorum = 2};
+  CHECK(absl::IsInvalidArgument(world.streams().Create("striped", options).status()));
+
+  // One copy is what a local store keeps: the stream works, and keeps the setting.
+  options.replication = ReplicationConfig{.ensemble_size = 1, .write_quorum = 1, .ack_quorum = 1};
+  auto stream = Unwrap(world.streams().Create("one", options));
+  CHECK(stream->replication() == options.replication);
+  AppendValues(*stream, 0, 3);
+  REQUIRE(stream->Close().ok());
+  stream.reset();
+  stream = Unwrap(world.streams().Open("one"));
+  CHECK(stream->replication() == options.replication);
+  REQUIRE(stream->Close().ok());
+  stream.reset();
+
+  // More copies: the store refuses the stream's ledger.
+  options.replication = ReplicationConfig{.ensemble_size = 2, .write_quorum = 2, .ack_quorum = 1};
+  stream = Unwrap(world.streams().Create("two", options));
+  BatchBuilder batch;
+  REQUIRE(batch.Add({.key = std::nullopt, .value = "v", .timestamp_us = 0}).ok());
+  absl::StatusOr<StreamAppendResult> refused = stream->Append(batch);
+  CHECK(absl::IsInvalidArgument(refused.status()));
+  CHECK(absl::StrContains(refused.status().message(), "does not replicate"));
+  CHECK(absl::IsInvalidArgument(world.store().CreateLedgerWith({.replication = options.replication})
+                                    .status()));
+  CHECK(world.store().CreateLedgerWith({.replication = ReplicationConfig{1, 1, 1}}).ok());
 }
 
 TEST_CASE("AppendStartsLedger tells which appends start a new ledger", "[stream]") {

@@ -129,6 +129,21 @@ struct TopicConfig {
   uint32_t partitions = 1;
   uint64_t ledger_max_bytes = 0;  // 0: the default.
   TopicRetention retention;
+  // How the topic's ledgers are replicated (docs/replication.md): each unset takes the proxy's
+  // default (cairnd proxy --ensemble, --write-quorum, --ack-quorum). The result must have
+  // E = Qw >= Qa >= 1 (kInvalidArgument otherwise), and a proxy that does not replicate
+  // refuses any of them (kInvalidArgument). Fixed for good once the topic is created.
+  std::optional<uint32_t> ensemble_size = std::nullopt;
+  std::optional<uint32_t> write_quorum = std::nullopt;
+  std::optional<uint32_t> ack_quorum = std::nullopt;
+};
+
+// How a topic's new ledgers are replicated.
+struct TopicReplication {
+  uint32_t ensemble_size = 0;
+  uint32_t write_quorum = 0;
+  uint32_t ack_quorum = 0;
+  bool of_topic = false;  // The topic's own settings; false: the proxy's default.
 };
 
 struct ProducerOptions {
@@ -237,11 +252,15 @@ struct TopicStats {
   double bytes_in_rate = 0;
   double messages_out_rate = 0;
   TopicRetention retention;  // In force on the topic's partitions.
+  // Unset: the proxy does not replicate (each ledger is on one store).
+  std::optional<TopicReplication> replication;
 };
 
 struct TopicSummary {
   std::string name;
   uint32_t partitions = 0;
+  // How its new ledgers are replicated; unset: the proxy does not replicate.
+  std::optional<TopicReplication> replication = std::nullopt;
 };
 
 struct CompactionSummary {
