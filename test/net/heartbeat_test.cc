@@ -1,8 +1,8 @@
 // Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
 //
-// Failure detection: the Heartbeat class on a network thread, and the client against a proxy
-// that stops answering without closing its connections (SIGSTOP) and against a socket that
-// listens and never answers. The time bounds are deadlines with generous slack, not speeds.
+// Failure detection: the Heartbeat class on a network thread; the client against a proxy, and
+// remote ledgers against a store node, that stop answering without closing their connections
+// (SIGSTOP); both against a socket that listens and never answers. The time bounds are deadlines with generous slack, not speeds.
 #include "net/client/heartbeat.h"
 
 #include <netinet/in.h>
@@ -20,8 +20,10 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "cairn/ledger.h"
 #include "cairn/log.h"
 #include "cairn/net/client.h"
+#include "cairn/net/remote_ledger_set.h"
 #include "net/client/network_thread.h"
 #include "test/net/net_fixtures.h"
 #include "test/test_util.h"
@@ -272,6 +274,61 @@ TEST_CASE("heartbeat: a client of a stopped proxy fails its calls with kUnavaila
   producer->reset();
   client->reset();
   CHECK(daemon.Terminate() == 0);
+}
+
+TEST_CASE("heartbeat: remote ledgers of a socket that listens and never answers fail to "
+          "connect within connect_timeout",
+          "[net][heartbeat]") {
+  SilentListener listener;
+  RemoteLedgerSetOptions options;
+  options.address = listener.address();
+  options.connect_timeout = milliseconds(500);
+  options.log = NullLog();
+  const Clock::time_point start = Clock::now();
+  absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> ledgers = RemoteLedgerSet::Connect(options);
+  const Clock::duration took = Clock::now() - start;
+  REQUIRE_FALSE(ledgers.ok());
+  CHECK(ledgers.status().code() == absl::StatusCode::kUnavailable);
+  CHECK(absl::StrContains(ledgers.status().message(), "no answer to a ping within 500 ms"));
+  CHECK(took < milliseconds(5000));
+}
+
+TEST_CASE("heartbeat: remote ledgers of a stopped store node fail their calls with kUnavailable "
+          "instead of waiting",
+          "[net][heartbeat][daemon]") {
+  cairn::testing::TempDir dir;
+  cairn::net::testing::Daemon node(dir.path() + "/data", dir.path() + "/cairnd.log");
+  RemoteLedgerSetOptions options;
+  options.address = node.address();
+  options.log = NullLog();
+  options.heartbeat_interval = milliseconds(100);
+  options.heartbeat_timeout = milliseconds(400);
+  absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> ledgers = RemoteLedgerSet::Connect(options);
+  REQUIRE(ledgers.ok());
+  absl::StatusOr<uint64_t> ledger = (*ledgers)->CreateLedger();
+  REQUIRE(ledger.ok());
+  absl::StatusOr<std::unique_ptr<LedgerReader>> reader = (*ledgers)->OpenReader(*ledger);
+  REQUIRE(reader.ok());
+
+  node.Signal(SIGSTOP);
+  const Clock::time_point start = Clock::now();
+  // A call made on the connection the client still holds when the node stops: waits for the
+  // heartbeat to drop it, then fails.
+  absl::StatusOr<uint64_t> created = (*ledgers)->CreateLedger();
+  CHECK(Clock::now() - start < milliseconds(5000));
+  REQUIRE_FALSE(created.ok());
+  CHECK(created.status().code() == absl::StatusCode::kUnavailable);
+  // Later calls fail at once, a reader's wait included (this client does not reconnect).
+  const Clock::time_point later = Clock::now();
+  absl::StatusOr<uint64_t> lac = (*reader)->WaitForEntry(0, std::chrono::seconds(30));
+  CHECK(Clock::now() - later < milliseconds(1000));
+  REQUIRE_FALSE(lac.ok());
+  CHECK(lac.status().code() == absl::StatusCode::kUnavailable);
+
+  node.Signal(SIGCONT);
+  reader->reset();
+  ledgers->reset();
+  CHECK(node.Terminate() == 0);
 }
 
 }  // namespace
