@@ -11,14 +11,11 @@ absl::StatusOr<std::unique_ptr<ClientLoop>> ClientLoop::Start(const ClientLoopOp
   if (!thread.ok()) return thread.status();
   auto loop = std::unique_ptr<ClientLoop>(new ClientLoop(options, *std::move(thread)));
   absl::Status connected = loop->thread_->CallVoid([&loop = *loop] {
-    return ConnectAndPing(loop.thread_->io(), loop.options_.address,
-                          loop.options_.connect_timeout,
-                          [](RpcConnection& connection) {
-                            return connection.Bootstrap<rpc::StoreNode>()
-                                .pingRequest()
-                                .send()
-                                .ignoreResult();
-                          })
+    return ConnectAndPing(
+               loop.thread_->io(), loop.options_.address, loop.options_.connect_timeout,
+               [](RpcConnection& connection) {
+                 return connection.Bootstrap<rpc::StoreNode>().pingRequest().send().ignoreResult();
+               })
         .then([&loop](kj::Own<RpcConnection> connection) {
           loop.node_.emplace(connection->Bootstrap<rpc::StoreNode>());
           loop.connection_ = kj::mv(connection);

@@ -64,13 +64,10 @@ bool ClientConnection::CheckLost(uint64_t generation, const kj::Exception& excep
 
 kj::Promise<kj::Own<RpcConnection>> ClientConnection::ConnectAndPing(
     std::chrono::milliseconds timeout) {
-  return internal::ConnectAndPing(thread_->io(), options_.address, timeout,
-                                  [](RpcConnection& connection) {
-                                    return connection.Bootstrap<rpc::Proxy>()
-                                        .pingRequest()
-                                        .send()
-                                        .ignoreResult();
-                                  });
+  return internal::ConnectAndPing(
+      thread_->io(), options_.address, timeout, [](RpcConnection& connection) {
+        return connection.Bootstrap<rpc::Proxy>().pingRequest().send().ignoreResult();
+      });
 }
 
 void ClientConnection::Install(kj::Own<RpcConnection> connection) {
@@ -129,22 +126,22 @@ kj::Promise<void> ClientConnection::Reconnect(kj::TimePoint deadline, kj::Durati
   const std::chrono::milliseconds timeout =
       std::min(options_.connect_timeout, std::chrono::milliseconds(std::max<int64_t>(left_ms, 1)));
   return ConnectAndPing(timeout).then(
-          [this](kj::Own<RpcConnection> connection) -> kj::Promise<void> {
-            Install(kj::mv(connection));
-            return kj::READY_NOW;
-          },
-          [this, deadline, delay, cause](kj::Exception&& e) -> kj::Promise<void> {
-            if (thread_->timer().now() + delay >= deadline) {
-              GiveUp(absl::UnavailableError(absl::StrCat(
-                  "lost the connection to the proxy at ", options_.address, " (", cause.message(),
-                  ") and could not reconnect within ", options_.reconnect_timeout.count(),
-                  " ms: ", ExceptionToStatus(e).message())));
-              return kj::READY_NOW;
-            }
-            return thread_->timer().afterDelay(delay).then([this, deadline, delay, cause] {
-              return Reconnect(deadline, std::min(delay * 2, kMaxReconnectDelay), cause);
-            });
-          });
+      [this](kj::Own<RpcConnection> connection) -> kj::Promise<void> {
+        Install(kj::mv(connection));
+        return kj::READY_NOW;
+      },
+      [this, deadline, delay, cause](kj::Exception&& e) -> kj::Promise<void> {
+        if (thread_->timer().now() + delay >= deadline) {
+          GiveUp(absl::UnavailableError(absl::StrCat(
+              "lost the connection to the proxy at ", options_.address, " (", cause.message(),
+              ") and could not reconnect within ", options_.reconnect_timeout.count(),
+              " ms: ", ExceptionToStatus(e).message())));
+          return kj::READY_NOW;
+        }
+        return thread_->timer().afterDelay(delay).then([this, deadline, delay, cause] {
+          return Reconnect(deadline, std::min(delay * 2, kMaxReconnectDelay), cause);
+        });
+      });
 }
 
 void ClientConnection::GiveUp(const absl::Status& status) {

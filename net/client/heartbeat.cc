@@ -40,22 +40,23 @@ Heartbeat::~Heartbeat() { *alive_ = false; }
 kj::Promise<void> Heartbeat::Beat(kj::TimePoint last_answer) {
   const kj::TimePoint sent = timer_.now();
   const kj::TimePoint deadline = last_answer + options_.timeout.count() * kj::MILLISECONDS;
-  return AnsweredBy(timer_, deadline, kj::evalNow([this] { return ping_(); })).then(
-      [this, sent](bool ok) -> kj::Promise<void> {
-        if (!ok) {
-          Lose(absl::UnavailableError(absl::StrCat("no answer from ", options_.peer, " within ",
-                                                   options_.timeout.count(), " ms")));
-          return kj::NEVER_DONE;
-        }
-        const kj::TimePoint now = timer_.now();
-        return timer_.atTime(sent + options_.interval.count() * kj::MILLISECONDS)
-            .then([this, now] { return Beat(now); });
-      },
-      [this](kj::Exception&& exception) -> kj::Promise<void> {
-        Lose(absl::UnavailableError(absl::StrCat("heartbeat to ", options_.peer, " failed: ",
-                                                 ExceptionToStatus(exception).message())));
-        return kj::NEVER_DONE;
-      });
+  return AnsweredBy(timer_, deadline, kj::evalNow([this] { return ping_(); }))
+      .then(
+          [this, sent](bool ok) -> kj::Promise<void> {
+            if (!ok) {
+              Lose(absl::UnavailableError(absl::StrCat("no answer from ", options_.peer, " within ",
+                                                       options_.timeout.count(), " ms")));
+              return kj::NEVER_DONE;
+            }
+            const kj::TimePoint now = timer_.now();
+            return timer_.atTime(sent + options_.interval.count() * kj::MILLISECONDS)
+                .then([this, now] { return Beat(now); });
+          },
+          [this](kj::Exception&& exception) -> kj::Promise<void> {
+            Lose(absl::UnavailableError(absl::StrCat("heartbeat to ", options_.peer, " failed: ",
+                                                     ExceptionToStatus(exception).message())));
+            return kj::NEVER_DONE;
+          });
 }
 
 void Heartbeat::Lose(absl::Status status) {
@@ -80,9 +81,9 @@ kj::Promise<kj::Own<RpcConnection>> ConnectAndPing(
             [address, timeout, connection = kj::mv(connection)](bool ok) mutable {
               if (!ok) {
                 kj::throwFatalException(StatusToException(ConnectError(
-                    address, absl::DeadlineExceededError(
-                                 absl::StrCat("connected, but no answer to a ping within ",
-                                              timeout.count(), " ms")))));
+                    address,
+                    absl::DeadlineExceededError(absl::StrCat(
+                        "connected, but no answer to a ping within ", timeout.count(), " ms")))));
               }
               return kj::mv(connection);
             },

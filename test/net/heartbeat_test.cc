@@ -2,7 +2,8 @@
 //
 // Failure detection: the Heartbeat class on a network thread; the client against a proxy, and
 // remote ledgers against a store node, that stop answering without closing their connections
-// (SIGSTOP); both against a socket that listens and never answers. The time bounds are deadlines with generous slack, not speeds.
+// (SIGSTOP); both against a socket that listens and never answers. The time bounds are deadlines
+// with generous slack, not speeds.
 #include "net/client/heartbeat.h"
 
 #include <netinet/in.h>
@@ -63,9 +64,8 @@ std::unique_ptr<Heartbeat> StartHeartbeat(NetworkThread& thread, Heartbeat::Ping
       thread.Call<std::unique_ptr<Heartbeat>>([&] {
         return std::make_unique<Heartbeat>(
             thread.timer(),
-            HeartbeatOptions{.peer = "test-peer",
-                             .interval = milliseconds(100),
-                             .timeout = milliseconds(400)},
+            HeartbeatOptions{
+                .peer = "test-peer", .interval = milliseconds(100), .timeout = milliseconds(400)},
             std::move(ping), [&losses](absl::Status status) {
               std::lock_guard lock(losses.mu);
               if (losses.statuses.empty()) losses.first = Clock::now();
@@ -121,8 +121,7 @@ TEST_CASE("heartbeat: a failed ping reports the peer lost once", "[net][heartbea
   thread->Stop();
 }
 
-TEST_CASE("heartbeat: pings answered keep the peer alive, one interval apart",
-          "[net][heartbeat]") {
+TEST_CASE("heartbeat: pings answered keep the peer alive, one interval apart", "[net][heartbeat]") {
   std::unique_ptr<NetworkThread> thread = StartThread();
   Losses losses;
   std::atomic<int> pings{0};
@@ -193,9 +192,10 @@ class SilentListener {
   int port_ = 0;
 };
 
-TEST_CASE("heartbeat: a client of a socket that listens and never answers fails to connect "
-          "within connect_timeout",
-          "[net][heartbeat][client]") {
+TEST_CASE(
+    "heartbeat: a client of a socket that listens and never answers fails to connect "
+    "within connect_timeout",
+    "[net][heartbeat][client]") {
   SilentListener listener;
   ClientOptions options;
   options.address = listener.address();
@@ -212,9 +212,10 @@ TEST_CASE("heartbeat: a client of a socket that listens and never answers fails 
   CHECK(took < milliseconds(5000));
 }
 
-TEST_CASE("heartbeat: a client of a stopped proxy fails its calls with kUnavailable, and works "
-          "again once the proxy resumes",
-          "[net][heartbeat][client][daemon]") {
+TEST_CASE(
+    "heartbeat: a client of a stopped proxy fails its calls with kUnavailable, and works "
+    "again once the proxy resumes",
+    "[net][heartbeat][client][daemon]") {
   cairn::testing::TempDir dir;
   cairn::net::testing::Daemon daemon(
       std::vector<std::string>{"standalone", "--data-dir", dir.path() + "/data", "--listen",
@@ -276,9 +277,10 @@ TEST_CASE("heartbeat: a client of a stopped proxy fails its calls with kUnavaila
   CHECK(daemon.Terminate() == 0);
 }
 
-TEST_CASE("heartbeat: remote ledgers of a socket that listens and never answers fail to "
-          "connect within connect_timeout",
-          "[net][heartbeat]") {
+TEST_CASE(
+    "heartbeat: remote ledgers of a socket that listens and never answers fail to "
+    "connect within connect_timeout",
+    "[net][heartbeat]") {
   SilentListener listener;
   RemoteLedgerSetOptions options;
   options.address = listener.address();
@@ -293,9 +295,10 @@ TEST_CASE("heartbeat: remote ledgers of a socket that listens and never answers 
   CHECK(took < milliseconds(5000));
 }
 
-TEST_CASE("heartbeat: remote ledgers of a stopped store node fail their calls with kUnavailable "
-          "instead of waiting",
-          "[net][heartbeat][daemon]") {
+TEST_CASE(
+    "heartbeat: remote ledgers of a stopped store node fail their calls with kUnavailable "
+    "instead of waiting",
+    "[net][heartbeat][daemon]") {
   cairn::testing::TempDir dir;
   cairn::net::testing::Daemon node(dir.path() + "/data", dir.path() + "/cairnd.log");
   RemoteLedgerSetOptions options;
