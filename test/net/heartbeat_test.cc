@@ -1,9 +1,9 @@
 // Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
 //
 // Failure detection: the Heartbeat class on a network thread; the client against a proxy, and
-// remote ledgers against a store node, that stop answering without closing their connections
-// (SIGSTOP); both against a socket that listens and never answers. The time bounds are deadlines
-// with generous slack, not speeds.
+// remote ledgers and a replica node connection against a store node, that stop answering
+// without closing their connections (SIGSTOP); the first two against a socket that listens and
+// never answers. The time bounds are deadlines with generous slack, not speeds.
 #include "net/client/heartbeat.h"
 
 #include <netinet/in.h>
@@ -26,6 +26,7 @@
 #include "cairn/net/client.h"
 #include "cairn/net/remote_ledger_set.h"
 #include "net/client/network_thread.h"
+#include "net/client/replica_node_connection.h"
 #include "test/net/net_fixtures.h"
 #include "test/test_util.h"
 
@@ -331,6 +332,53 @@ TEST_CASE(
   node.Signal(SIGCONT);
   reader->reset();
   ledgers->reset();
+  CHECK(node.Terminate() == 0);
+}
+
+TEST_CASE(
+    "heartbeat: a replica node connection to a stopped store node fails its calls with "
+    "kUnavailable, and connects again once the node resumes",
+    "[net][heartbeat][daemon]") {
+  cairn::testing::TempDir dir;
+  cairn::net::testing::Daemon node(dir.path() + "/data", dir.path() + "/cairnd.log");
+  std::unique_ptr<NetworkThread> thread = StartThread();
+  std::unique_ptr<internal::ReplicaNodeConnection> connection;
+  REQUIRE(thread
+              ->CallVoid([&] {
+                connection = std::make_unique<internal::ReplicaNodeConnection>(
+                    *thread, node.address(),
+                    internal::NodeConnectionTimeouts{.connect = milliseconds(500),
+                                                     .heartbeat_interval = milliseconds(100),
+                                                     .heartbeat_timeout = milliseconds(400)},
+                    NullLog());
+              })
+              .ok());
+  // One List call, waited for.
+  auto list = [&]() -> absl::Status {
+    absl::StatusOr<absl::Status> answer = thread->Call<absl::Status>([&] {
+      auto paf = kj::newPromiseAndFulfiller<absl::Status>();
+      auto fulfiller =
+          std::make_shared<kj::Own<kj::PromiseFulfiller<absl::Status>>>(kj::mv(paf.fulfiller));
+      connection->List([fulfiller](absl::StatusOr<std::vector<ReplicaInfo>> replicas) {
+        (*fulfiller)->fulfill(absl::Status(replicas.status()));
+      });
+      return kj::mv(paf.promise);
+    });
+    if (!answer.ok()) return answer.status();
+    return *answer;
+  };
+  REQUIRE(list().ok());
+
+  node.Signal(SIGSTOP);
+  const Clock::time_point start = Clock::now();
+  absl::Status stopped = list();
+  CHECK(Clock::now() - start < milliseconds(5000));
+  CHECK(stopped.code() == absl::StatusCode::kUnavailable);
+
+  node.Signal(SIGCONT);
+  CHECK(list().ok());
+  REQUIRE(thread->CallVoid([&] { connection.reset(); }).ok());
+  thread->Stop();
   CHECK(node.Terminate() == 0);
 }
 
