@@ -11,11 +11,15 @@ absl::StatusOr<std::unique_ptr<ClientLoop>> ClientLoop::Start(const ClientLoopOp
   if (!thread.ok()) return thread.status();
   auto loop = std::unique_ptr<ClientLoop>(new ClientLoop(options, *std::move(thread)));
   absl::Status connected = loop->thread_->CallVoid([&loop = *loop] {
-    return RpcConnection::Connect(loop.thread_->io(), loop.options_.address,
-                                  loop.options_.connect_timeout)
+    return ConnectAndPing(
+               loop.thread_->io(), loop.options_.address, loop.options_.connect_timeout,
+               [](RpcConnection& connection) {
+                 return connection.Bootstrap<rpc::StoreNode>().pingRequest().send().ignoreResult();
+               })
         .then([&loop](kj::Own<RpcConnection> connection) {
           loop.node_.emplace(connection->Bootstrap<rpc::StoreNode>());
           loop.connection_ = kj::mv(connection);
+          if (loop.options_.heartbeat_interval.count() > 0) loop.StartHeartbeat();
         });
   });
   if (!connected.ok()) return connected;
@@ -24,9 +28,28 @@ absl::StatusOr<std::unique_ptr<ClientLoop>> ClientLoop::Start(const ClientLoopOp
 
 ClientLoop::~ClientLoop() {
   thread_->Stop([this] {
+    heartbeat_.reset();
     node_.reset();
     connection_ = nullptr;
   });
+}
+
+void ClientLoop::StartHeartbeat() {
+  heartbeat_ = std::make_unique<Heartbeat>(
+      thread_->timer(),
+      HeartbeatOptions{.peer = options_.address,
+                       .interval = options_.heartbeat_interval,
+                       .timeout = options_.heartbeat_timeout},
+      [this] { return node_->pingRequest().send().ignoreResult(); },
+      [this](absl::Status lost) {
+        options_.log(LogLevel::kWarning,
+                     absl::StrCat("the ", options_.what, " client lost the connection to ",
+                                  options_.address, ": ", lost.message()));
+        // The RPC system sees the connection end: calls in flight and later ones fail with
+        // DISCONNECTED (kUnavailable), as when the node closes it. Capabilities stay valid.
+        connection_->Abort();
+        heartbeat_.reset();  // reports from an event of its own: safe here
+      });
 }
 
 }  // namespace cairn::net::internal

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "cairn/log.h"
 #include "kj/async.h"
+#include "net/client/heartbeat.h"
 #include "net/client/network_thread.h"
 #include "net/net_status.h"
 #include "net/schema/store.capnp.h"
@@ -27,12 +28,17 @@ struct ClientLoopOptions {
   // "host:port" of the store node.
   std::string address;
   std::chrono::milliseconds connect_timeout = std::chrono::seconds(5);
+  // As RemoteLedgerSetOptions' (0: no heartbeats).
+  std::chrono::milliseconds heartbeat_interval = std::chrono::milliseconds(500);
+  std::chrono::milliseconds heartbeat_timeout = std::chrono::seconds(2);
   LogFunction log;
   // What the client is, for messages: "remote ledger", "remote metadata".
   std::string what;
 };
 
-// A NetworkThread (network_thread.h) with one connection to a store node.
+// A NetworkThread (network_thread.h) with one connection to a store node. The connection counts
+// as made once the node answered a ping; a Heartbeat then watches it, and a node that stops
+// answering loses the connection as a disconnect would (it is not made again).
 class ClientLoop {
  public:
   // Starts the thread and connects. kUnavailable if the address does not resolve or the node
@@ -76,12 +82,15 @@ class ClientLoop {
  private:
   ClientLoop(const ClientLoopOptions& options, std::unique_ptr<NetworkThread> thread)
       : options_(options), thread_(std::move(thread)) {}
+  // Network thread, once connected.
+  void StartHeartbeat();
 
   const ClientLoopOptions options_;
   std::unique_ptr<NetworkThread> thread_;
   // Network thread only.
   kj::Own<RpcConnection> connection_;
   std::optional<rpc::StoreNode::Client> node_;
+  std::unique_ptr<Heartbeat> heartbeat_;  // while the connection is up, if heartbeats are on
 };
 
 }  // namespace cairn::net::internal

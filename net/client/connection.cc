@@ -2,6 +2,9 @@
 #include "net/client/connection.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -29,8 +32,7 @@ absl::StatusOr<std::unique_ptr<ClientConnection>> ClientConnection::Connect(
   auto connection =
       std::unique_ptr<ClientConnection>(new ClientConnection(options, *std::move(thread)));
   absl::Status connected = connection->thread_->CallVoid([&self = *connection] {
-    return RpcConnection::Connect(self.thread_->io(), self.options_.address,
-                                  self.options_.connect_timeout)
+    return self.ConnectAndPing(self.options_.connect_timeout)
         .then([&self](kj::Own<RpcConnection> rpc) { self.Install(kj::mv(rpc)); });
   });
   if (!connected.ok()) return connected;
@@ -40,6 +42,7 @@ absl::StatusOr<std::unique_ptr<ClientConnection>> ClientConnection::Connect(
 ClientConnection::~ClientConnection() {
   thread_->Stop([this] {
     loop_.waiting.clear();
+    loop_.heartbeat.reset();
     loop_.proxy.reset();
     loop_.connection = nullptr;
   });
@@ -59,6 +62,14 @@ bool ClientConnection::CheckLost(uint64_t generation, const kj::Exception& excep
   return true;
 }
 
+kj::Promise<kj::Own<RpcConnection>> ClientConnection::ConnectAndPing(
+    std::chrono::milliseconds timeout) {
+  return internal::ConnectAndPing(
+      thread_->io(), options_.address, timeout, [](RpcConnection& connection) {
+        return connection.Bootstrap<rpc::Proxy>().pingRequest().send().ignoreResult();
+      });
+}
+
 void ClientConnection::Install(kj::Own<RpcConnection> connection) {
   ++loop_.generation;
   loop_.proxy.emplace(connection->Bootstrap<rpc::Proxy>());
@@ -68,6 +79,19 @@ void ClientConnection::Install(kj::Own<RpcConnection> connection) {
   }));
   loop_.connection = kj::mv(connection);
   loop_.state = State::kConnected;
+  if (options_.heartbeat_interval.count() > 0) {
+    loop_.heartbeat = std::make_unique<Heartbeat>(
+        thread_->timer(),
+        HeartbeatOptions{.peer = options_.address,
+                         .interval = options_.heartbeat_interval,
+                         .timeout = options_.heartbeat_timeout},
+        [this] { return loop_.proxy->pingRequest().send().ignoreResult(); },
+        [this, generation](absl::Status lost) {
+          // Fails the calls in flight on it now, as a disconnect would.
+          if (generation == loop_.generation && loop_.connection) loop_.connection->Abort();
+          Lost(generation, lost);
+        });
+  }
   for (auto& waiter : std::exchange(loop_.waiting, {})) waiter->fulfill();
   for (SessionUser* user : std::vector<SessionUser*>(loop_.users)) user->Reconnected();
 }
@@ -78,6 +102,9 @@ void ClientConnection::Lost(uint64_t generation, const absl::Status& cause) {
                absl::StrCat("lost the connection to the proxy at ", options_.address, " (",
                             cause.message(), "); reconnecting"));
   for (SessionUser* user : std::vector<SessionUser*>(loop_.users)) user->ConnectionLost();
+  // Before the proxy capability its pings use. Lost is never called from inside the heartbeat's
+  // own promises (it reports from an event of its own), so it may go now.
+  loop_.heartbeat.reset();
   loop_.proxy.reset();
   // Not from inside one of its own callbacks: later.
   thread_->tasks().add(
@@ -94,24 +121,27 @@ void ClientConnection::StartReconnecting(const absl::Status& cause) {
 
 kj::Promise<void> ClientConnection::Reconnect(kj::TimePoint deadline, kj::Duration delay,
                                               absl::Status cause) {
-  return RpcConnection::Connect(thread_->io(), options_.address, options_.connect_timeout)
-      .then(
-          [this](kj::Own<RpcConnection> connection) -> kj::Promise<void> {
-            Install(kj::mv(connection));
-            return kj::READY_NOW;
-          },
-          [this, deadline, delay, cause](kj::Exception&& e) -> kj::Promise<void> {
-            if (thread_->timer().now() + delay >= deadline) {
-              GiveUp(absl::UnavailableError(absl::StrCat(
-                  "lost the connection to the proxy at ", options_.address, " (", cause.message(),
-                  ") and could not reconnect within ", options_.reconnect_timeout.count(),
-                  " ms: ", ExceptionToStatus(e).message())));
-              return kj::READY_NOW;
-            }
-            return thread_->timer().afterDelay(delay).then([this, deadline, delay, cause] {
-              return Reconnect(deadline, std::min(delay * 2, kMaxReconnectDelay), cause);
-            });
-          });
+  // No attempt outlives the reconnect deadline (by more than a millisecond).
+  const int64_t left_ms = (deadline - thread_->timer().now()) / kj::MILLISECONDS;
+  const std::chrono::milliseconds timeout =
+      std::min(options_.connect_timeout, std::chrono::milliseconds(std::max<int64_t>(left_ms, 1)));
+  return ConnectAndPing(timeout).then(
+      [this](kj::Own<RpcConnection> connection) -> kj::Promise<void> {
+        Install(kj::mv(connection));
+        return kj::READY_NOW;
+      },
+      [this, deadline, delay, cause](kj::Exception&& e) -> kj::Promise<void> {
+        if (thread_->timer().now() + delay >= deadline) {
+          GiveUp(absl::UnavailableError(absl::StrCat(
+              "lost the connection to the proxy at ", options_.address, " (", cause.message(),
+              ") and could not reconnect within ", options_.reconnect_timeout.count(),
+              " ms: ", ExceptionToStatus(e).message())));
+          return kj::READY_NOW;
+        }
+        return thread_->timer().afterDelay(delay).then([this, deadline, delay, cause] {
+          return Reconnect(deadline, std::min(delay * 2, kMaxReconnectDelay), cause);
+        });
+      });
 }
 
 void ClientConnection::GiveUp(const absl::Status& status) {

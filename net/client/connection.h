@@ -13,6 +13,12 @@
 // consumers re-subscribe and re-send their acknowledgements not yet known to be durable. If the
 // time runs out, what waits fails with kUnavailable, and the next call that needs the
 // connection starts over.
+//
+// Failure detection. A connection counts as made once the proxy answered a ping: the kernel
+// accepts connections for a process that is stopped or still starting, and a client would
+// otherwise wait on one forever. While connected, a Heartbeat pings the proxy every
+// ClientOptions::heartbeat_interval; no answer within heartbeat_timeout loses the connection
+// exactly as a disconnect does.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +32,7 @@
 #include "cairn/net/client.h"
 #include "kj/async.h"
 #include "net/client/client_internal.h"
+#include "net/client/heartbeat.h"
 #include "net/client/network_thread.h"
 #include "net/schema/proxy.capnp.h"
 
@@ -95,6 +102,9 @@ class ClientConnection {
   ClientConnection(const ClientOptions& options, std::unique_ptr<NetworkThread> thread)
       : options_(options), thread_(std::move(thread)) {}
 
+  // Connects, and resolves once the proxy answered a ping: all within `timeout`, else fails
+  // with kUnavailable.
+  kj::Promise<kj::Own<RpcConnection>> ConnectAndPing(std::chrono::milliseconds timeout);
   void Install(kj::Own<RpcConnection> connection);
   void Lost(uint64_t generation, const absl::Status& cause);
   void StartReconnecting(const absl::Status& cause);
@@ -112,6 +122,7 @@ class ClientConnection {
     uint64_t generation = 0;  // of the current (or last) connection
     kj::Own<RpcConnection> connection;
     std::optional<rpc::Proxy::Client> proxy;
+    std::unique_ptr<Heartbeat> heartbeat;  // while connected, if heartbeats are on
     std::vector<kj::Own<kj::PromiseFulfiller<void>>> waiting;  // for a connection
     std::vector<SessionUser*> users;                           // borrowed
   };

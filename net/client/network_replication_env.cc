@@ -7,12 +7,11 @@ namespace cairn::net::internal {
 
 NetworkReplicationEnv::NetworkReplicationEnv(NetworkThread& thread, MetadataStore* metadata,
                                              std::function<std::vector<std::string>()> candidates,
-                                             std::chrono::milliseconds connect_timeout,
-                                             LogFunction log)
+                                             NodeConnectionTimeouts timeouts, LogFunction log)
     : thread_(thread),
       metadata_(metadata),
       candidates_(std::move(candidates)),
-      connect_timeout_(connect_timeout),
+      timeouts_(timeouts),
       log_(std::move(log)) {}
 
 NetworkReplicationEnv::~NetworkReplicationEnv() { *alive_ = false; }
@@ -38,7 +37,7 @@ ReplicaNodeConnection& NetworkReplicationEnv::Connection(std::string_view addres
   if (it == nodes_.end()) {
     it = nodes_
              .emplace(std::string(address), std::make_unique<ReplicaNodeConnection>(
-                                                thread_, std::string(address), connect_timeout_, log_))
+                                                thread_, std::string(address), timeouts_, log_))
              .first;
   }
   return *it->second;

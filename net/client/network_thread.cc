@@ -2,6 +2,7 @@
 #include "net/client/network_thread.h"
 
 #include <pthread.h>
+#include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -224,6 +225,13 @@ RpcConnection::~RpcConnection() {
   rpc_system_ = nullptr;
   network_ = nullptr;
   stream_ = nullptr;
+}
+
+void RpcConnection::Abort() {
+  KJ_IF_MAYBE (fd, stream_->getFd()) {
+    // Wakes the RPC system's pending read with the end of the stream.
+    ::shutdown(*fd, SHUT_RDWR);
+  }
 }
 
 capnp::Capability::Client RpcConnection::BootstrapCap() {

@@ -144,6 +144,10 @@ class RpcConnection {
   }
   // Resolves when the peer disconnects.
   kj::Promise<void> OnDisconnect() { return network_->onDisconnect(); }
+  // Shuts the socket down both ways, as if the peer had closed it: the RPC system sees the
+  // connection end, and calls in flight on it (and later ones) fail with DISCONNECTED. For a
+  // peer that stopped answering without closing.
+  void Abort();
 
  private:
   capnp::Capability::Client BootstrapCap();

@@ -523,6 +523,8 @@ absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> RemoteLedgerSet::Connect(
   absl::StatusOr<std::unique_ptr<ClientLoop>> loop =
       ClientLoop::Start({.address = options.address,
                          .connect_timeout = options.connect_timeout,
+                         .heartbeat_interval = options.heartbeat_interval,
+                         .heartbeat_timeout = options.heartbeat_timeout,
                          .log = options.log,
                          .what = "remote ledger"});
   if (!loop.ok()) return loop.status();

@@ -118,6 +118,8 @@ absl::StatusOr<std::unique_ptr<MetadataStore>> ConnectMetadataStore(
   absl::StatusOr<std::unique_ptr<ClientLoop>> loop =
       ClientLoop::Start({.address = options.address,
                          .connect_timeout = options.connect_timeout,
+                         .heartbeat_interval = options.heartbeat_interval,
+                         .heartbeat_timeout = options.heartbeat_timeout,
                          .log = options.log,
                          .what = "remote metadata"});
   if (!loop.ok()) return loop.status();

@@ -28,15 +28,12 @@ kj::Promise<void> SendAdd(rpc::StoreNode::Client& node, const ReplicaAdd& add) {
 }  // namespace
 
 ReplicaNodeConnection::ReplicaNodeConnection(NetworkThread& thread, std::string address,
-                                             std::chrono::milliseconds connect_timeout,
-                                             LogFunction log)
-    : thread_(thread),
-      address_(std::move(address)),
-      connect_timeout_(connect_timeout),
-      log_(std::move(log)) {}
+                                             NodeConnectionTimeouts timeouts, LogFunction log)
+    : thread_(thread), address_(std::move(address)), timeouts_(timeouts), log_(std::move(log)) {}
 
 ReplicaNodeConnection::~ReplicaNodeConnection() {
   *alive_ = false;
+  heartbeat_.reset();
   node_.reset();
   connection_.reset();
 }
@@ -55,7 +52,11 @@ void ReplicaNodeConnection::Connect() {
   connecting_ = true;
   auto alive = alive_;
   thread_.tasks().add(
-      RpcConnection::Connect(thread_.io(), address_, connect_timeout_)
+      ConnectAndPing(
+          thread_.io(), address_, timeouts_.connect,
+          [](RpcConnection& connection) {
+            return connection.Bootstrap<rpc::StoreNode>().pingRequest().send().ignoreResult();
+          })
           .then(
               [this, alive](kj::Own<RpcConnection> connection) {
                 if (!*alive) return;
@@ -66,10 +67,12 @@ void ReplicaNodeConnection::Connect() {
                 thread_.tasks().add(connection->OnDisconnect().then([this, alive, generation] {
                   if (!*alive || generation != generation_) return;
                   ++generation_;
+                  heartbeat_.reset();
                   node_.reset();
                   connection_.reset();
                 }));
                 connection_ = std::make_unique<kj::Own<RpcConnection>>(kj::mv(connection));
+                if (timeouts_.heartbeat_interval.count() > 0) StartHeartbeat(generation);
                 std::vector<Waiting> waiting = std::move(waiting_);
                 waiting_.clear();
                 for (Waiting& w : waiting) {
@@ -90,6 +93,26 @@ void ReplicaNodeConnection::Connect() {
               }));
 }
 
+void ReplicaNodeConnection::StartHeartbeat(uint64_t generation) {
+  heartbeat_ = std::make_unique<Heartbeat>(
+      thread_.timer(),
+      HeartbeatOptions{.peer = address_,
+                       .interval = timeouts_.heartbeat_interval,
+                       .timeout = timeouts_.heartbeat_timeout},
+      [this] { return node_->pingRequest().send().ignoreResult(); },
+      [this, generation](absl::Status lost) {
+        // The heartbeat reports from an event of its own, after its destruction never: this
+        // object and `generation`'s connection are still here.
+        if (generation != generation_) return;
+        log_(LogLevel::kWarning, absl::StrCat("store node ", address_, ": ", lost.message(),
+                                              "; dropping the connection"));
+        // The RPC system sees the connection end: the calls in flight fail with DISCONNECTED
+        // (Finish then forgets the connection), and the disconnect task forgets it if none was.
+        (*connection_)->Abort();
+        heartbeat_.reset();
+      });
+}
+
 void ReplicaNodeConnection::Finish(kj::Promise<void> call, std::function<void(absl::Status)> done) {
   auto alive = alive_;
   auto shared = std::make_shared<std::function<void(absl::Status)>>(std::move(done));
@@ -103,6 +126,7 @@ void ReplicaNodeConnection::Finish(kj::Promise<void> call, std::function<void(ab
         if (exception.getType() == kj::Exception::Type::DISCONNECTED && *alive &&
             generation == generation_) {
           ++generation_;
+          heartbeat_.reset();
           node_.reset();
           connection_.reset();
         }

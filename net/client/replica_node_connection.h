@@ -7,6 +7,11 @@
 // calls made while it is being made wait for it, in order. A lost connection fails the calls in
 // flight with kUnavailable (the node may or may not have carried them out), which the protocol
 // treats as a failed node (the writer replaces it, a recovery counts it as unknown).
+//
+// A connection counts as made once the node answered a ping, and a Heartbeat watches it while
+// it is up: a node that stops answering without closing (its process stopped, a network that
+// drops everything) loses the connection within heartbeat_timeout, as a disconnect does, instead
+// of leaving the calls in flight waiting forever.
 #pragma once
 
 #include <chrono>
@@ -19,15 +24,24 @@
 #include "cairn/log.h"
 #include "cairn/replica_store.h"
 #include "cairn/replicated_ledger.h"
+#include "net/client/heartbeat.h"
 #include "net/client/network_thread.h"
 #include "net/schema/store.capnp.h"
 
 namespace cairn::net::internal {
 
+// How long a connection to a node may take to make, and how its heartbeats go (as
+// ReplicatedLedgerSetOptions').
+struct NodeConnectionTimeouts {
+  std::chrono::milliseconds connect = std::chrono::seconds(5);
+  std::chrono::milliseconds heartbeat_interval = std::chrono::milliseconds(500);  // 0: none
+  std::chrono::milliseconds heartbeat_timeout = std::chrono::seconds(2);
+};
+
 class ReplicaNodeConnection final : public ReplicaNodeClient {
  public:
   ReplicaNodeConnection(NetworkThread& thread, std::string address,
-                        std::chrono::milliseconds connect_timeout, LogFunction log);
+                        NodeConnectionTimeouts timeouts, LogFunction log);
   ~ReplicaNodeConnection() override;
 
   void Add(const ReplicaAdd& add, std::function<void(absl::Status)> done) override;
@@ -52,18 +66,22 @@ class ReplicaNodeConnection final : public ReplicaNodeClient {
   void WithNode(std::function<void(rpc::StoreNode::Client&)> send,
                 std::function<void(absl::Status)> fail);
   void Connect();
+  // Once connection `generation` is made.
+  void StartHeartbeat(uint64_t generation);
   // Completes a call's promise into `done`, mapping a KJ exception to the status it carries.
   void Finish(kj::Promise<void> call, std::function<void(absl::Status)> done);
 
   NetworkThread& thread_;
   const std::string address_;
-  const std::chrono::milliseconds connect_timeout_;
+  const NodeConnectionTimeouts timeouts_;
   const LogFunction log_;
   // Behind a unique_ptr: kj::Own's destructor may throw, which an override of a noexcept
   // destructor must not.
   std::unique_ptr<kj::Own<RpcConnection>> connection_;
   // Behind a unique_ptr for the same reason. Null while not connected.
   std::unique_ptr<rpc::StoreNode::Client> node_;
+  // While connected, if heartbeats are on; dropped before node_, whose pings it sends.
+  std::unique_ptr<Heartbeat> heartbeat_;
   bool connecting_ = false;
   uint64_t generation_ = 0;  // Bumped when a connection is lost or dropped.
   struct Waiting {

@@ -481,9 +481,12 @@ absl::StatusOr<std::unique_ptr<ReplicatedLedgerSet>> ReplicatedLedgerSet::Open(
   shared->thread = std::move(*thread);
   std::function<std::vector<std::string>()> candidates = options.candidates;
   if (!candidates) candidates = [stores = options.stores] { return stores; };
-  shared->env = std::make_unique<NetworkReplicationEnv>(*shared->thread, options.metadata,
-                                                        std::move(candidates),
-                                                        options.connect_timeout, options.log);
+  shared->env = std::make_unique<NetworkReplicationEnv>(
+      *shared->thread, options.metadata, std::move(candidates),
+      internal::NodeConnectionTimeouts{.connect = options.connect_timeout,
+                                       .heartbeat_interval = options.heartbeat_interval,
+                                       .heartbeat_timeout = options.heartbeat_timeout},
+      options.log);
   return std::make_unique<ReplicatedLedgerSetImpl>(std::move(shared));
 }
 

@@ -907,6 +907,9 @@ class ProxyImpl final : public rpc::Proxy::Server {
         .then(ThrowIfError);
   }
 
+  // The client's heartbeat: proves the proxy's event loop runs, nothing more.
+  kj::Promise<void> ping(PingContext) override { return kj::READY_NOW; }
+
   kj::Promise<void> readCompacted(ReadCompactedContext context) override {
     auto params = context.getParams();
     const std::string topic(Text(params.getTopic()));

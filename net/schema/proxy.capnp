@@ -181,6 +181,10 @@ interface Proxy {
   # `nextOffset` is where the next read continues; kOutOfRange past the end.
   readCompacted @9 (topic :Text, partition :UInt32, fromOffset :UInt64, maxBytes :UInt64)
       -> (messages :List(CompactedMessage), nextOffset :UInt64);
+
+  # Answered at once, touching nothing: the client's heartbeat (net/client/heartbeat.h), which
+  # tells a proxy that stopped answering from one that is merely idle.
+  ping @10 () -> ();
 }
 
 interface Producer {

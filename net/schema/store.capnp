@@ -91,6 +91,10 @@ interface StoreNode {
   replicaClose @14 (ledger :UInt64, lastEntry :UInt64) -> ();
   replicaDelete @15 (ledger :UInt64) -> ();
   replicaList @16 () -> (replicas :List(ReplicaSummary));
+
+  # Answered at once, touching nothing: the heartbeat of the node's clients
+  # (net/client/heartbeat.h), which tells a node that stopped answering from one that is idle.
+  ping @17 () -> ();
 }
 
 enum ReplicaReadOutcome {

@@ -480,6 +480,9 @@ class StoreNodeImpl final : public rpc::StoreNode::Server {
     return kj::READY_NOW;
   }
 
+  // The heartbeat: proves the node's event loop runs, nothing more.
+  kj::Promise<void> ping(PingContext) override { return kj::READY_NOW; }
+
  private:
   Node& node_;
 };

@@ -65,10 +65,20 @@ namespace cairn::net {
 struct ClientOptions {
   // "host:port" of the proxy.
   std::string address = "127.0.0.1:7020";
+  // How long one connection attempt may take, up to the proxy's answer to a first ping: a proxy
+  // that accepts the connection but does not answer (stopped, or still starting) fails it with
+  // kUnavailable.
   std::chrono::milliseconds connect_timeout = std::chrono::seconds(5);
   // After a lost connection, how long the client keeps trying to reconnect before failing what
   // waits on it with kUnavailable.
   std::chrono::milliseconds reconnect_timeout = std::chrono::seconds(30);
+  // Heartbeats: while connected, the client pings the proxy every heartbeat_interval, and when
+  // no answer came for heartbeat_timeout it drops the connection as if the proxy had closed it
+  // (calls in flight fail, and the client reconnects). A proxy that stops answering without
+  // closing the connection is so detected within heartbeat_timeout. heartbeat_interval 0: no
+  // heartbeats.
+  std::chrono::milliseconds heartbeat_interval = std::chrono::milliseconds(500);
+  std::chrono::milliseconds heartbeat_timeout = std::chrono::seconds(2);
   LogFunction log = StderrLog();
 };
 

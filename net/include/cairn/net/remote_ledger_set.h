@@ -38,6 +38,14 @@ struct RemoteLedgerSetOptions {
   std::string address;
   // How long Connect waits for the connection.
   std::chrono::milliseconds connect_timeout = std::chrono::seconds(5);
+  // Heartbeats: the client pings the node every heartbeat_interval, and when no answer came
+  // for heartbeat_timeout it drops the connection as if the node had closed it, so calls in
+  // flight and later ones fail with kUnavailable instead of waiting on a node that stopped
+  // answering (its process stopped, or a network that drops everything). heartbeat_interval 0:
+  // no heartbeats. Connect also waits for the node's answer to a first ping, within
+  // connect_timeout.
+  std::chrono::milliseconds heartbeat_interval = std::chrono::milliseconds(500);
+  std::chrono::milliseconds heartbeat_timeout = std::chrono::seconds(2);
   LogFunction log = StderrLog();
 };
 

@@ -46,6 +46,13 @@ struct ReplicatedLedgerSetOptions {
   MetadataStore* metadata = nullptr;
   ReplicationOptions replication;
   std::chrono::milliseconds connect_timeout = std::chrono::seconds(5);
+  // Heartbeats on each node's connection: a ping every heartbeat_interval, and a node that
+  // gave no answer for heartbeat_timeout loses its connection as if it had closed it (the calls
+  // in flight fail with kUnavailable, which the protocol takes as a failed node) instead of
+  // leaving them waiting. A connection counts as made once the node answered a first ping
+  // within connect_timeout. heartbeat_interval 0: no heartbeats.
+  std::chrono::milliseconds heartbeat_interval = std::chrono::milliseconds(500);
+  std::chrono::milliseconds heartbeat_timeout = std::chrono::seconds(2);
   std::chrono::milliseconds poll_interval = std::chrono::milliseconds(5);
   // Whether the nodes store with sync durability (LedgerSet::acknowledged_means_durable).
   bool acknowledged_means_durable = true;
