@@ -32,6 +32,7 @@
 #include "kj/async-unix.h"
 #include "net/cluster/cluster_metadata.h"
 #include "net/metrics/counted_metadata_store.h"
+#include "net/cairnd/shutdown_deadline.h"
 #include "net/cluster/node_registry.h"
 #include "net/event_loop.h"
 #include "net/metrics/metrics.h"
@@ -74,6 +75,10 @@ ABSL_FLAG(std::string, metadata, "",
           "service (empty: --store), or zk://host:port[,host:port...][/root] for a ZooKeeper "
           "ensemble (root /cairn by default), where the proxy also registers itself and finds the "
           "registered store nodes; store: zk://... to register the node there");
+ABSL_FLAG(uint32_t, shutdown_grace_ms, 10000,
+          "after SIGTERM or SIGINT, how long the clean shutdown may take (peers that stopped "
+          "answering can hold it up); past it the daemon exits at once with status 1, as after "
+          "a crash. 0: no bound");
 ABSL_FLAG(uint32_t, session_timeout_ms, 10000,
           "store and proxy with --metadata zk://...: the ZooKeeper session timeout of the node's "
           "registration (the ensemble bounds it, 20 ticks by default): a node cut off for this "
@@ -159,7 +164,8 @@ constexpr char kUsage[] =
     "a record there (deleted while the node was down): see --replica-gc-interval-ms.\n"
     "Flags may be spelled with dashes or underscores (--data-dir, --data_dir).\n"
     "SIGTERM or SIGINT stops the daemon cleanly: it stops accepting connections, finishes the\n"
-    "appends already handed to the store, closes the store and exits with status 0.";
+    "appends already handed to the store, closes the store and exits with status 0; if that\n"
+    "takes longer than --shutdown-grace-ms (10 s), it exits at once with status 1.";
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "cairnd: %s\n", message.c_str());
@@ -240,6 +246,7 @@ void ServeUntilSignal(kj::AsyncIoContext& io, Server& server, const std::string&
                          .exclusiveJoin(io.unixEventPort.onSignal(SIGINT))
                          .wait(io.waitScope);
   log(LogLevel::kInfo, absl::StrCat("signal ", signal.si_signo, ": shutting down"));
+  ArmShutdownDeadline(std::chrono::milliseconds(absl::GetFlag(FLAGS_shutdown_grace_ms)), log);
   metrics_server.Shutdown().wait(io.waitScope);
   metrics_listener = nullptr;
   server.Shutdown().wait(io.waitScope);
@@ -563,6 +570,8 @@ int RunProxy() {
             .exclusiveJoin(io.unixEventPort.onSignal(SIGINT))
             .then([&](siginfo_t info) {
               log(LogLevel::kInfo, absl::StrCat("signal ", info.si_signo, ": shutting down"));
+              ArmShutdownDeadline(
+                  std::chrono::milliseconds(absl::GetFlag(FLAGS_shutdown_grace_ms)), log);
               stopping = true;
               signalled.fulfiller->fulfill();
             })
