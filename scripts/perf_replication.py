@@ -20,10 +20,12 @@ one disk. Then, with `cairn perf produce` (100-byte messages):
      three side by side: the three replicas here share one device, which the target assumes
      they do not;
   4. recovery of an open ledger whose writer died (`cairn-replication-bench recover`): for
-     ledgers of several sizes, the time from the start of the recovery to the closed record.
+     each MIB:TAIL of --recover, a ledger of MIB MiB whose writer sends TAIL more batches
+     without waiting and dies: the time from the start of the recovery to the closed record, and
+     how many batches it found past the last-add-confirmed (those that reached the nodes).
 
   scripts/perf_replication.py [--build-dir build] [--runs 3] [--messages 2000000]
-                              [--latency-seconds 10] [--recover-mib 64,1024]
+                              [--latency-seconds 10] [--recover 64:8,1024:8,1024:256]
 
 On this machine the client, the proxies and four store nodes share two cores and one disk: the
 replicated proxy writes every byte three times to the same device, so the disk and the cores,
@@ -149,7 +151,8 @@ def main():
     parser.add_argument('--runs', type=int, default=3)
     parser.add_argument('--messages', type=int, default=2000000)
     parser.add_argument('--latency-seconds', type=float, default=10)
-    parser.add_argument('--recover-mib', default='64,1024')
+    parser.add_argument('--recover', default='64:8,1024:8,1024:256',
+                        help='MIB:TAIL,...: ledger sizes and batches in flight when the writer dies')
     a = parser.parse_args()
     cairnd = os.path.join(a.build_dir, 'net', 'cairnd')
     cairn = os.path.join(a.build_dir, 'net', 'cli', 'cairn')
@@ -242,17 +245,17 @@ def main():
         # 4. Recovery.
         recoveries = []
         if os.path.exists(bench):
-            for mib in [int(x) for x in a.recover_mib.split(',') if x]:
-                cluster = Cluster(cairnd, os.path.join(work, f'recover-{mib}'), 'sync')
+            for mib, tail in [tuple(int(y) for y in x.split(':')) for x in a.recover.split(',') if x]:
+                cluster = Cluster(cairnd, os.path.join(work, f'recover-{mib}-{tail}'), 'sync')
                 try:
                     out = subprocess.run([bench, 'recover', '--metadata', cluster.metadata,
                                           '--stores', ','.join(x for _, x in cluster.replicas),
-                                          '--mib', str(mib)],
+                                          '--mib', str(mib), '--tail-batches', str(tail)],
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                     print(out.stdout.strip(), flush=True)
                     if out.returncode != 0:
                         sys.exit('cairn-replication-bench recover failed: ' + out.stderr)
-                    recoveries.append(fields(out.stdout.strip().splitlines()[-1]))
+                    recoveries.append((tail, fields(out.stdout.strip().splitlines()[-1])))
                 finally:
                     cluster.stop()
 
@@ -299,10 +302,10 @@ def main():
               f'{float(kill["p999_us"]) / 1000:.1f} ms, p99 {float(kill["p99_us"]) / 1000:.2f} ms; '
               f'the same run without a kill: max {float(calm["max_us"]) / 1000:.1f} ms, p999 '
               f'{float(calm["p999_us"]) / 1000:.1f} ms')
-        for r in recoveries:
-            print(f'recovery of an open ledger of {r["ledger_mib"]} MiB whose writer died: '
-                  f'{float(r["recover_ms"]):.1f} ms ({r["recovered_batches"]} unconfirmed '
-                  f'batches read and written back)')
+        for tail, r in recoveries:
+            print(f'recovery of an open ledger of {r["ledger_mib"]} MiB whose writer died with '
+                  f'{tail} batches sent unconfirmed: {float(r["recover_ms"]):.1f} ms '
+                  f'({r["recovered_batches"]} of them had reached the nodes: read and written back)')
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -203,12 +203,15 @@ TEST_CASE("bundle ownership: racing proxies never both own a bundle", "[bundles]
   }
   for (int round = 0; round < 20; ++round) {
     const uint32_t bundle = round % 4;
-    std::vector<std::string> answers(proxies.size());
+    // Catch's assertions are for this thread only: the racing threads only record answers.
+    std::vector<absl::StatusOr<std::string>> results(proxies.size());
     std::vector<std::thread> threads;
     for (size_t i = 0; i < proxies.size(); ++i) {
-      threads.emplace_back([&, i] { answers[i] = Unwrap(proxies[i]->Acquire(bundle)); });
+      threads.emplace_back([&, i] { results[i] = proxies[i]->Acquire(bundle); });
     }
     for (auto& t : threads) t.join();
+    std::vector<std::string> answers;
+    for (auto& result : results) answers.push_back(Unwrap(std::move(result)));
     int owners = 0;
     for (size_t i = 0; i < proxies.size(); ++i) {
       if (proxies[i]->Owns(bundle)) ++owners;
