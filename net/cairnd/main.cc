@@ -568,10 +568,19 @@ int RunProxy() {
             })
             .eagerlyEvaluate(nullptr);
     kj::ForkedPromise<void> stop = signalled.promise.fork();
-    // One proxy per connection to the store node. When the node goes away (a restart, say),
-    // the proxy is shut down, which closes the clients' connections (they reconnect), and a new
-    // one starts once the node answers again: the proxy has no state to lose.
+    // One proxy per life of the store node's connections. When the node goes away (a restart,
+    // say), the proxy is shut down, which closes the clients' connections (they reconnect) and
+    // drops the streams, whose ledger writers were on the lost connection. Over one store node,
+    // a new proxy starts at once: it answers with errors (kUnavailable) while the node cannot be
+    // reached, and the remote ledger set and metadata store reconnect by themselves, on the
+    // first call after the node is back; the streams are then opened again (recovered, as
+    // after any writer's end) on the next open of their topics. Over replicated store nodes,
+    // the ledger set is opened again once the nodes answer.
     internal::ThreadPool checker(1);
+    // Over one store node: it was lost and has not answered since; and the connections made
+    // when it was lost.
+    bool node_down = false;
+    uint64_t connections_when_lost = 0;
     while (!stopping) {
       ProxyOptions proxy_options;
       proxy_options.log = log;
@@ -583,11 +592,16 @@ int RunProxy() {
       MetricsHttpServer metrics_server(io.provider->getTimer(), &registry);
       if (metrics_listener.get() != nullptr) metrics_server.Listen(*metrics_listener);
       CountedMetadataStore counted_metadata(metadata.get(), registry);
+      auto* remote =
+          replicated_stores.empty() ? static_cast<RemoteLedgerSet*>(ledgers.get()) : nullptr;
       {
         ProxyServer server(ledgers.get(), &counted_metadata, io.provider->getTimer(),
                            proxy_options);
         server.Listen(*listener);
-        // Resolves when the store node stops answering.
+        // The connection the proxy's streams were opened on.
+        uint64_t connections = remote != nullptr ? remote->connections() : 0;
+        // Resolves when the store node stops answering, or (over one node) when the
+        // connection the streams were opened on was lost, however quickly the node came back.
         kj::Function<kj::Promise<void>()> watch = [&]() -> kj::Promise<void> {
           return io.provider->getTimer()
               .afterDelay(500 * kj::MILLISECONDS)
@@ -597,10 +611,30 @@ int RunProxy() {
                 });
               })
               .then([&](absl::Status status) -> kj::Promise<void> {
-                if (absl::IsUnavailable(status)) {
+                if (node_down) {
+                  if (absl::IsUnavailable(status)) return watch();
+                  node_down = false;
+                  log(LogLevel::kInfo, absl::StrCat("reconnected to ", ledgers_name));
+                  connections = remote->connections();
+                  // Streams opened meanwhile are on the one connection made since the loss,
+                  // unless there were more: then some may be on a lost one.
+                  if (connections == connections_when_lost + 1) return watch();
+                  log(LogLevel::kWarning, absl::StrCat("lost ", ledgers_name,
+                                                       " again meanwhile; closing client "
+                                                       "connections"));
+                  return kj::READY_NOW;
+                }
+                const bool reconnected = remote != nullptr && remote->connections() != connections;
+                if (absl::IsUnavailable(status) || reconnected) {
                   log(LogLevel::kWarning,
-                      absl::StrCat("lost the store node: ", status.ToString(),
-                                   "; closing client connections and reconnecting"));
+                      absl::StrCat(
+                          "lost ", ledgers_name, ": ",
+                          reconnected ? "the connection was made again" : status.ToString(),
+                          "; closing client connections and reconnecting"));
+                  if (remote != nullptr) {
+                    node_down = true;
+                    connections_when_lost = connections;
+                  }
                   return kj::READY_NOW;
                 }
                 return watch();
@@ -611,9 +645,11 @@ int RunProxy() {
       }
       metrics_server.Shutdown().wait(io.waitScope);
       if (stopping) break;
+      if (remote != nullptr)
+        continue;  // a new proxy at once, answering errors until the node is back
       ledgers.reset();
       metadata.reset();
-      // Back off until the node answers again, or a signal.
+      // Back off until the nodes answer again, or a signal.
       for (auto delay = 100 * kj::MILLISECONDS; !stopping;
            delay = std::min(delay * 2, 5 * kj::SECONDS)) {
         absl::Status connected = connect();
