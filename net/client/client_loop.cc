@@ -1,6 +1,7 @@
 // Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
 #include "net/client/client_loop.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace cairn::net::internal {
@@ -98,6 +99,14 @@ void ClientLoop::Watch(const std::shared_ptr<NodeLink>& link) {
         raw->connection->Abort();
         heartbeat_.reset();  // reports from an event of its own: safe here
       });
+}
+
+absl::Status ClientLoop::NameNode(absl::Status status) const {
+  if (!absl::IsUnavailable(status) || absl::StrContains(status.message(), options_.address)) {
+    return status;
+  }
+  return absl::UnavailableError(
+      absl::StrCat("store node ", options_.address, ": ", status.message()));
 }
 
 void ClientLoop::Lose(NodeLink& link, const absl::Status& why) {

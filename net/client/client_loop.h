@@ -81,24 +81,32 @@ class ClientLoop {
   // Runs `func` on the network thread and waits for the promise it returns. A KJ exception
   // (from the call or the connection) becomes the Status it carries; a lost connection is
   // kUnavailable.
+  // kUnavailable, from the connection or the node, names the node (NameNode).
   template <typename T, typename Func>
   absl::StatusOr<T> Call(Func&& func) {
-    return thread_->Call<T>(std::forward<Func>(func));
+    absl::StatusOr<T> result = thread_->Call<T>(std::forward<Func>(func));
+    if (!result.ok()) return NameNode(result.status());
+    return result;
   }
   template <typename Func>
   absl::Status CallVoid(Func&& func) {
-    return thread_->CallVoid(std::forward<Func>(func));
+    return NameNode(thread_->CallVoid(std::forward<Func>(func)));
   }
 
   // As Call, with `func` given the connection (std::shared_ptr<NodeLink>), made first if there
   // is none (see the class comment): kUnavailable when it cannot be.
   template <typename T, typename Func>
   absl::StatusOr<T> CallNode(Func&& func) {
-    return thread_->Call<T>([this, &func] {
+    return Call<T>([this, &func] {
       return Connected().then(
           [&func](std::shared_ptr<NodeLink> link) { return func(std::move(link)); });
     });
   }
+
+  // `status`, and if it is kUnavailable without the node's address (a connection that ended:
+  // "Peer disconnected"), with "store node <address>: " before its message, so that a caller
+  // far up (a proxy's client) can tell which node is missing.
+  absl::Status NameNode(absl::Status status) const;
 
   // Runs `func` on the network thread soon, without waiting, after every function posted before
   // it (but in no set order with Call and CallVoid).

@@ -181,11 +181,11 @@ class RemoteWriter final : public LedgerWriter {
               Complete(seq, AppendResult{response.getFirstEntryId(), response.getLastEntryId()});
             },
             [this, seq](kj::Exception&& exception) {
-              Complete(seq, ExceptionToStatus(exception));
+              Complete(seq, loop_.NameNode(ExceptionToStatus(exception)));
             }));
       });
       KJ_IF_MAYBE (exception, failure) {
-        Complete(seq, ExceptionToStatus(*exception));
+        Complete(seq, loop_.NameNode(ExceptionToStatus(*exception)));
       }
     });
   }
