@@ -69,6 +69,12 @@ ABSL_FLAG(uint32_t, ack_quorum, 2,
 ABSL_FLAG(uint32_t, replica_timeout_ms, 2000,
           "proxy with --stores: a store node that has not answered a write this long is replaced "
           "in the ledger's ensemble");
+ABSL_FLAG(uint32_t, heartbeat_interval_ms, 500,
+          "proxy: ping the store nodes and the metadata node every this many milliseconds; 0: no "
+          "heartbeats");
+ABSL_FLAG(uint32_t, heartbeat_timeout_ms, 2000,
+          "proxy: a store node or metadata node that has not answered a ping this long loses its "
+          "connection, as if it had closed it (calls on it fail, and the next one reconnects)");
 ABSL_FLAG(std::string, metadata, "",
           "proxy: where the metadata is: host:port of the store node serving the metadata "
           "service (empty: --store), or zk://host:port[,host:port...][/root] for a ZooKeeper "
@@ -147,6 +153,7 @@ constexpr char kUsage[] =
     "                 cairnd proxy --store HOST:PORT | --stores HOST:PORT,...|registered\n"
     "                              [--ensemble 3 --write-quorum 3 --ack-quorum 2]\n"
     "                              [--replica-timeout-ms MS]\n"
+    "                              [--heartbeat-interval-ms 500] [--heartbeat-timeout-ms 2000]\n"
     "                              [--metadata HOST:PORT|zk://HOST:PORT[,HOST:PORT...][/ROOT]]\n"
     "                              [--session-timeout-ms MS]\n"
     "                              [--listen 127.0.0.1:7020] [--metrics-listen 127.0.0.1:7021]\n"
@@ -459,8 +466,16 @@ int RunProxy() {
       return Fail(absl::StrCat("proxy: ", valid.message()));
     }
   }
-  const std::string ledgers_name =
-      store_address.empty() ? absl::StrCat("store nodes ", replicated_stores) : absl::StrCat("store node ", store_address);
+  const auto heartbeat_interval =
+      std::chrono::milliseconds(absl::GetFlag(FLAGS_heartbeat_interval_ms));
+  const auto heartbeat_timeout =
+      std::chrono::milliseconds(absl::GetFlag(FLAGS_heartbeat_timeout_ms));
+  if (heartbeat_interval.count() > 0 && heartbeat_timeout <= heartbeat_interval) {
+    return Fail("proxy: --heartbeat-timeout-ms must be above --heartbeat-interval-ms");
+  }
+  const std::string ledgers_name = store_address.empty()
+                                       ? absl::StrCat("store nodes ", replicated_stores)
+                                       : absl::StrCat("store node ", store_address);
   const std::string listen = ListenFlag(kDefaultProxyPort);
   const std::string metrics_listen = MetricsListenFlag(kDefaultProxyMetricsPort);
 
@@ -481,7 +496,10 @@ int RunProxy() {
   auto connect = [&]() -> absl::Status {
     absl::StatusOr<std::unique_ptr<MetadataStore>> m =
         *cluster != nullptr ? BorrowMetadataStore(cluster->get())
-                            : ConnectMetadataStore({.address = metadata_address, .log = log});
+                            : ConnectMetadataStore({.address = metadata_address,
+                                                    .heartbeat_interval = heartbeat_interval,
+                                                    .heartbeat_timeout = heartbeat_timeout,
+                                                    .log = log});
     if (!m.ok()) {
       return absl::Status(m.status().code(),
                           absl::StrCat("connecting to the metadata service at ", metadata_address,
@@ -494,6 +512,8 @@ int RunProxy() {
       options.replication = replication;
       options.replication.log = log;
       options.log = log;
+      options.heartbeat_interval = heartbeat_interval;
+      options.heartbeat_timeout = heartbeat_timeout;
       if (replicated_stores == "registered") {
         options.candidates = [cluster = cluster->get(), log] {
           std::vector<std::string> addresses;
@@ -508,11 +528,14 @@ int RunProxy() {
       }
       l = ReplicatedLedgerSet::Open(options);
     } else {
-      l = RemoteLedgerSet::Connect({.address = store_address, .log = log});
+      l = RemoteLedgerSet::Connect({.address = store_address,
+                                    .heartbeat_interval = heartbeat_interval,
+                                    .heartbeat_timeout = heartbeat_timeout,
+                                    .log = log});
     }
     if (!l.ok()) {
-      return absl::Status(l.status().code(), absl::StrCat("connecting to ", ledgers_name, ": ",
-                                                          l.status().message()));
+      return absl::Status(l.status().code(),
+                          absl::StrCat("connecting to ", ledgers_name, ": ", l.status().message()));
     }
     metadata = *std::move(m);
     ledgers = *std::move(l);

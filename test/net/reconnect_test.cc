@@ -192,8 +192,10 @@ TEST_CASE(
     "[net][reconnect][daemon]") {
   TempDir dir;
   RestartableStore store(dir.path());
+  // Heartbeats tighter than the defaults: the flags reach the proxy's connections.
   testing::Daemon proxy({"proxy", "--store", store.address(), "--listen", "127.0.0.1:0",
-                         "--metrics-listen", "127.0.0.1:0"},
+                         "--metrics-listen", "127.0.0.1:0", "--heartbeat-interval-ms", "200",
+                         "--heartbeat-timeout-ms", "1000"},
                         dir.path() + "/proxy.log");
   ClientOptions options;
   options.address = proxy.address();
@@ -262,6 +264,16 @@ TEST_CASE(
   CHECK(received == acknowledged);
   CHECK((*consumer)->Close().ok());
   CHECK(proxy.Terminate() == 0);
+}
+
+TEST_CASE("reconnect: cairnd proxy refuses a heartbeat timeout not above the interval",
+          "[net][reconnect][daemon]") {
+  TempDir dir;
+  testing::Daemon proxy({"proxy", "--store", "127.0.0.1:1", "--listen", "127.0.0.1:0",
+                         "--heartbeat-interval-ms", "500", "--heartbeat-timeout-ms", "500"},
+                        dir.path() + "/proxy.log", /*wait_listening=*/false);
+  CHECK(proxy.WaitExit() != 0);
+  CHECK(absl::StrContains(proxy.Log(), "--heartbeat-timeout-ms must be above"));
 }
 
 }  // namespace
