@@ -70,6 +70,12 @@ ABSL_FLAG(uint32_t, ack_quorum, 2,
 ABSL_FLAG(uint32_t, replica_timeout_ms, 2000,
           "proxy with --stores: a store node that has not answered a write this long is replaced "
           "in the ledger's ensemble");
+ABSL_FLAG(uint32_t, heartbeat_interval_ms, 500,
+          "proxy: ping the store nodes and the metadata node every this many milliseconds; 0: no "
+          "heartbeats");
+ABSL_FLAG(uint32_t, heartbeat_timeout_ms, 2000,
+          "proxy: a store node or metadata node that has not answered a ping this long loses its "
+          "connection, as if it had closed it (calls on it fail, and the next one reconnects)");
 ABSL_FLAG(std::string, metadata, "",
           "proxy: where the metadata is: host:port of the store node serving the metadata "
           "service (empty: --store), or zk://host:port[,host:port...][/root] for a ZooKeeper "
@@ -152,6 +158,7 @@ constexpr char kUsage[] =
     "                 cairnd proxy --store HOST:PORT | --stores HOST:PORT,...|registered\n"
     "                              [--ensemble 3 --write-quorum 3 --ack-quorum 2]\n"
     "                              [--replica-timeout-ms MS]\n"
+    "                              [--heartbeat-interval-ms 500] [--heartbeat-timeout-ms 2000]\n"
     "                              [--metadata HOST:PORT|zk://HOST:PORT[,HOST:PORT...][/ROOT]]\n"
     "                              [--session-timeout-ms MS]\n"
     "                              [--listen 127.0.0.1:7020] [--metrics-listen 127.0.0.1:7021]\n"
@@ -466,8 +473,16 @@ int RunProxy() {
       return Fail(absl::StrCat("proxy: ", valid.message()));
     }
   }
-  const std::string ledgers_name =
-      store_address.empty() ? absl::StrCat("store nodes ", replicated_stores) : absl::StrCat("store node ", store_address);
+  const auto heartbeat_interval =
+      std::chrono::milliseconds(absl::GetFlag(FLAGS_heartbeat_interval_ms));
+  const auto heartbeat_timeout =
+      std::chrono::milliseconds(absl::GetFlag(FLAGS_heartbeat_timeout_ms));
+  if (heartbeat_interval.count() > 0 && heartbeat_timeout <= heartbeat_interval) {
+    return Fail("proxy: --heartbeat-timeout-ms must be above --heartbeat-interval-ms");
+  }
+  const std::string ledgers_name = store_address.empty()
+                                       ? absl::StrCat("store nodes ", replicated_stores)
+                                       : absl::StrCat("store node ", store_address);
   const std::string listen = ListenFlag(kDefaultProxyPort);
   const std::string metrics_listen = MetricsListenFlag(kDefaultProxyMetricsPort);
 
@@ -488,7 +503,10 @@ int RunProxy() {
   auto connect = [&]() -> absl::Status {
     absl::StatusOr<std::unique_ptr<MetadataStore>> m =
         *cluster != nullptr ? BorrowMetadataStore(cluster->get())
-                            : ConnectMetadataStore({.address = metadata_address, .log = log});
+                            : ConnectMetadataStore({.address = metadata_address,
+                                                    .heartbeat_interval = heartbeat_interval,
+                                                    .heartbeat_timeout = heartbeat_timeout,
+                                                    .log = log});
     if (!m.ok()) {
       return absl::Status(m.status().code(),
                           absl::StrCat("connecting to the metadata service at ", metadata_address,
@@ -501,6 +519,8 @@ int RunProxy() {
       options.replication = replication;
       options.replication.log = log;
       options.log = log;
+      options.heartbeat_interval = heartbeat_interval;
+      options.heartbeat_timeout = heartbeat_timeout;
       if (replicated_stores == "registered") {
         options.candidates = [cluster = cluster->get(), log] {
           std::vector<std::string> addresses;
@@ -515,11 +535,14 @@ int RunProxy() {
       }
       l = ReplicatedLedgerSet::Open(options);
     } else {
-      l = RemoteLedgerSet::Connect({.address = store_address, .log = log});
+      l = RemoteLedgerSet::Connect({.address = store_address,
+                                    .heartbeat_interval = heartbeat_interval,
+                                    .heartbeat_timeout = heartbeat_timeout,
+                                    .log = log});
     }
     if (!l.ok()) {
-      return absl::Status(l.status().code(), absl::StrCat("connecting to ", ledgers_name, ": ",
-                                                          l.status().message()));
+      return absl::Status(l.status().code(),
+                          absl::StrCat("connecting to ", ledgers_name, ": ", l.status().message()));
     }
     metadata = *std::move(m);
     ledgers = *std::move(l);
@@ -577,10 +600,19 @@ int RunProxy() {
             })
             .eagerlyEvaluate(nullptr);
     kj::ForkedPromise<void> stop = signalled.promise.fork();
-    // One proxy per connection to the store node. When the node goes away (a restart, say),
-    // the proxy is shut down, which closes the clients' connections (they reconnect), and a new
-    // one starts once the node answers again: the proxy has no state to lose.
+    // One proxy per life of the store node's connections. When the node goes away (a restart,
+    // say), the proxy is shut down, which closes the clients' connections (they reconnect) and
+    // drops the streams, whose ledger writers were on the lost connection. Over one store node,
+    // a new proxy starts at once: it answers with errors (kUnavailable) while the node cannot be
+    // reached, and the remote ledger set and metadata store reconnect by themselves, on the
+    // first call after the node is back; the streams are then opened again (recovered, as
+    // after any writer's end) on the next open of their topics. Over replicated store nodes,
+    // the ledger set is opened again once the nodes answer.
     internal::ThreadPool checker(1);
+    // Over one store node: it was lost and has not answered since; and the connections made
+    // when it was lost.
+    bool node_down = false;
+    uint64_t connections_when_lost = 0;
     while (!stopping) {
       ProxyOptions proxy_options;
       proxy_options.log = log;
@@ -592,11 +624,16 @@ int RunProxy() {
       MetricsHttpServer metrics_server(io.provider->getTimer(), &registry);
       if (metrics_listener.get() != nullptr) metrics_server.Listen(*metrics_listener);
       CountedMetadataStore counted_metadata(metadata.get(), registry);
+      auto* remote =
+          replicated_stores.empty() ? static_cast<RemoteLedgerSet*>(ledgers.get()) : nullptr;
       {
         ProxyServer server(ledgers.get(), &counted_metadata, io.provider->getTimer(),
                            proxy_options);
         server.Listen(*listener);
-        // Resolves when the store node stops answering.
+        // The connection the proxy's streams were opened on.
+        uint64_t connections = remote != nullptr ? remote->connections() : 0;
+        // Resolves when the store node stops answering, or (over one node) when the
+        // connection the streams were opened on was lost, however quickly the node came back.
         kj::Function<kj::Promise<void>()> watch = [&]() -> kj::Promise<void> {
           return io.provider->getTimer()
               .afterDelay(500 * kj::MILLISECONDS)
@@ -606,10 +643,30 @@ int RunProxy() {
                 });
               })
               .then([&](absl::Status status) -> kj::Promise<void> {
-                if (absl::IsUnavailable(status)) {
+                if (node_down) {
+                  if (absl::IsUnavailable(status)) return watch();
+                  node_down = false;
+                  log(LogLevel::kInfo, absl::StrCat("reconnected to ", ledgers_name));
+                  connections = remote->connections();
+                  // Streams opened meanwhile are on the one connection made since the loss,
+                  // unless there were more: then some may be on a lost one.
+                  if (connections == connections_when_lost + 1) return watch();
+                  log(LogLevel::kWarning, absl::StrCat("lost ", ledgers_name,
+                                                       " again meanwhile; closing client "
+                                                       "connections"));
+                  return kj::READY_NOW;
+                }
+                const bool reconnected = remote != nullptr && remote->connections() != connections;
+                if (absl::IsUnavailable(status) || reconnected) {
                   log(LogLevel::kWarning,
-                      absl::StrCat("lost the store node: ", status.ToString(),
-                                   "; closing client connections and reconnecting"));
+                      absl::StrCat(
+                          "lost ", ledgers_name, ": ",
+                          reconnected ? "the connection was made again" : status.ToString(),
+                          "; closing client connections and reconnecting"));
+                  if (remote != nullptr) {
+                    node_down = true;
+                    connections_when_lost = connections;
+                  }
                   return kj::READY_NOW;
                 }
                 return watch();
@@ -620,9 +677,11 @@ int RunProxy() {
       }
       metrics_server.Shutdown().wait(io.waitScope);
       if (stopping) break;
+      if (remote != nullptr)
+        continue;  // a new proxy at once, answering errors until the node is back
       ledgers.reset();
       metadata.reset();
-      // Back off until the node answers again, or a signal.
+      // Back off until the nodes answer again, or a signal.
       for (auto delay = 100 * kj::MILLISECONDS; !stopping;
            delay = std::min(delay * 2, 5 * kj::SECONDS)) {
         absl::Status connected = connect();

@@ -88,6 +88,9 @@ absl::StatusOr<std::unique_ptr<Client>> Connect() {
   ClientOptions options;
   options.address = absl::GetFlag(FLAGS_proxy);
   options.reconnect_timeout = std::chrono::milliseconds(absl::GetFlag(FLAGS_reconnect_timeout_ms));
+  options.heartbeat_interval =
+      std::chrono::milliseconds(absl::GetFlag(FLAGS_heartbeat_interval_ms));
+  options.heartbeat_timeout = std::chrono::milliseconds(absl::GetFlag(FLAGS_heartbeat_timeout_ms));
   options.log = [](LogLevel level, std::string_view message) {
     absl::FPrintF(stderr, "cairn: %s: %s\n", LogLevelName(level), message);
   };

@@ -16,6 +16,11 @@ ABSL_FLAG(std::string, proxy, "127.0.0.1:7020",
 ABSL_FLAG(uint64_t, reconnect_timeout_ms, 30000,
           "After losing the proxy, try to reconnect for this long before failing the sends "
           "and receives that wait for it.");
+ABSL_FLAG(uint64_t, heartbeat_interval_ms, 500,
+          "Ping the proxy every this many milliseconds while connected; 0: no heartbeats.");
+ABSL_FLAG(uint64_t, heartbeat_timeout_ms, 2000,
+          "A proxy that has not answered a ping this long is taken as lost: the connection is "
+          "dropped and made again.");
 ABSL_FLAG(std::string, file, "", "Read the messages from this file, one per line, not stdin.");
 ABSL_FLAG(std::string, key, "", "The key of every message (without it, messages have no key "
           "and are dealt to the partitions in turn).");

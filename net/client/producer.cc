@@ -195,19 +195,27 @@ class ProducerCore final : public SessionUser {
   // The sends in flight fail on their own (their answers are ignored: the batches go again).
   void ConnectionLost() override { loop_.cap.reset(); }
 
-  void Reconnected() override {
+  void Reconnected() override { Reopen(); }
+
+  // Opens the producer again on the current connection, then sends everything not answered, in
+  // the order it first went. If the proxy refuses (its store node is down, say), what waits
+  // fails with its error, and the next batch sealed tries again (SendSealed).
+  void Reopen() {
     const uint64_t generation = client_.generation();
+    if (loop_.reopening == generation) return;  // under way on this connection
+    loop_.reopening = generation;
     auto request = client_.proxy().openProducerRequest();
     request.setTopic(kj::StringPtr(topic_.c_str(), topic_.size()));
     loop_.tasks->add(request.send().then(
-        [this](capnp::Response<rpc::Proxy::OpenProducerResults> response) {
+        [this, generation](capnp::Response<rpc::Proxy::OpenProducerResults> response) {
+          if (loop_.reopening == generation) loop_.reopening = 0;
           loop_.cap.emplace(response.getProducer());
-          // Everything not answered goes again, in the order it first went.
           for (auto& [seq, in_flight] : loop_.in_flight) {
             if (!in_flight.first_offset.has_value()) SendOne(seq, in_flight.batch);
           }
         },
         [this, generation](kj::Exception&& e) {
+          if (loop_.reopening == generation) loop_.reopening = 0;
           if (client_.CheckLost(generation, e)) return;
           FailAll(ExceptionToStatus(e));
         }));
@@ -383,7 +391,10 @@ class ProducerCore final : public SessionUser {
       in_flight.batch = std::move(batch);
       if (loop_.cap.has_value()) {
         SendOne(seq, in_flight.batch);
-      } else if (!client_.connected()) {
+      } else if (client_.connected()) {
+        // Connected, but the proxy refused to open the producer again: ask once more.
+        Reopen();
+      } else {
         // Sent once reconnected (Reconnected); this starts reconnecting if the client gave up.
         loop_.tasks->add(client_.WhenConnected().catch_([](kj::Exception&&) {}));
       }
@@ -513,6 +524,8 @@ class ProducerCore final : public SessionUser {
   // calls in flight and their answers), so they need no lock.
   struct LoopState {
     std::optional<rpc::Producer::Client> cap;  // none while disconnected
+    // The connection (ClientConnection::generation) on which Reopen waits for the proxy; 0: none.
+    uint64_t reopening = 0;
     kj::Own<kj::TaskSet> tasks;                // null once closed
     uint64_t next_seq = 0;
     std::map<uint64_t, InFlightBatch> in_flight;  // by sequence: the order batches first went

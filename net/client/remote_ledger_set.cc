@@ -29,6 +29,7 @@ namespace cairn::net {
 namespace {
 
 using internal::ClientLoop;
+using internal::NodeLink;
 
 // Bytes of appends sent and not answered, for one connection: AppendAsync waits beyond
 // kMaxClientInFlightBytes, as a local store's does. Thread-safe.
@@ -68,7 +69,11 @@ struct PendingAppend {
 
 // Network thread only.
 struct WriterLoopState {
-  explicit WriterLoopState(rpc::LedgerWriter::Client cap) : cap(kj::mv(cap)) {}
+  WriterLoopState(std::shared_ptr<NodeLink> link, rpc::LedgerWriter::Client cap)
+      : link(std::move(link)), cap(kj::mv(cap)) {}
+  // The connection the writer was opened on, which outlives its capability. Once it is lost,
+  // appends fail with kUnavailable: the node's writer is gone with it.
+  std::shared_ptr<NodeLink> link;
   rpc::LedgerWriter::Client cap;
   std::deque<PendingAppend> pending;  // in append order; pending[i] has sequence first_seq + i
   uint64_t first_seq = 0;
@@ -150,8 +155,8 @@ class RemoteWriter final : public LedgerWriter {
     std::shared_ptr<char[]> copy;
     if (error.ok()) {
       // Cap'n Proto reads external data in whole words. Not zeroed first: it is overwritten.
-      const size_t padded = (batch.size() + sizeof(capnp::word) - 1) / sizeof(capnp::word) *
-                            sizeof(capnp::word);
+      const size_t padded =
+          (batch.size() + sizeof(capnp::word) - 1) / sizeof(capnp::word) * sizeof(capnp::word);
       copy.reset(new char[padded]);
       std::memcpy(copy.get(), batch.data(), batch.size());
       std::memset(copy.get() + batch.size(), 0, padded - batch.size());
@@ -176,11 +181,11 @@ class RemoteWriter final : public LedgerWriter {
               Complete(seq, AppendResult{response.getFirstEntryId(), response.getLastEntryId()});
             },
             [this, seq](kj::Exception&& exception) {
-              Complete(seq, ExceptionToStatus(exception));
+              Complete(seq, loop_.NameNode(ExceptionToStatus(exception)));
             }));
       });
       KJ_IF_MAYBE (exception, failure) {
-        Complete(seq, ExceptionToStatus(*exception));
+        Complete(seq, loop_.NameNode(ExceptionToStatus(*exception)));
       }
     });
   }
@@ -234,7 +239,10 @@ class RemoteWriter final : public LedgerWriter {
 
 // Network thread only.
 struct ReaderLoopState {
-  explicit ReaderLoopState(rpc::LedgerReader::Client cap) : cap(kj::mv(cap)) {}
+  ReaderLoopState(std::shared_ptr<NodeLink> link, rpc::LedgerReader::Client cap)
+      : link(std::move(link)), cap(kj::mv(cap)) {}
+  // As WriterLoopState's: once it is lost, reads fail with kUnavailable.
+  std::shared_ptr<NodeLink> link;
   rpc::LedgerReader::Client cap;
 };
 
@@ -394,15 +402,15 @@ class RemoteLedgerSetImpl final : public RemoteLedgerSet {
       : loop_(std::move(loop)), acknowledged_means_durable_(acknowledged_means_durable) {}
 
   const std::string& address() const override { return loop_->address(); }
+  uint64_t connections() const override { return loop_->connections(); }
 
-  // The node's answer when this client connected: its store's durability is fixed while it
-  // runs, and a node restarted with another one is a new connection (this client does not
-  // reconnect).
+  // The node's answer when this client first connected: its store's durability is fixed while
+  // it runs; a node restarted with another one is not asked again.
   bool acknowledged_means_durable() const override { return acknowledged_means_durable_; }
 
   absl::StatusOr<uint64_t> CreateLedger(std::optional<uint64_t> id) override {
-    return loop_->Call<uint64_t>([&] {
-      auto request = loop_->node().createLedgerRequest();
+    return loop_->CallNode<uint64_t>([&](std::shared_ptr<NodeLink> link) {
+      auto request = link->node.createLedgerRequest();
       request.setHasId(id.has_value());
       request.setId(id.value_or(0));
       return request.send().then([](capnp::Response<rpc::StoreNode::CreateLedgerResults> response) {
@@ -412,14 +420,15 @@ class RemoteLedgerSetImpl final : public RemoteLedgerSet {
   }
 
   std::vector<uint64_t> ListLedgers() override {
-    absl::StatusOr<std::vector<uint64_t>> ids = loop_->Call<std::vector<uint64_t>>([&] {
-      return loop_->node().listLedgersRequest().send().then(
-          [](capnp::Response<rpc::StoreNode::ListLedgersResults> response) {
-            std::vector<uint64_t> ids;
-            for (uint64_t id : response.getIds()) ids.push_back(id);
-            return ids;
-          });
-    });
+    absl::StatusOr<std::vector<uint64_t>> ids =
+        loop_->CallNode<std::vector<uint64_t>>([&](std::shared_ptr<NodeLink> link) {
+          return link->node.listLedgersRequest().send().then(
+              [](capnp::Response<rpc::StoreNode::ListLedgersResults> response) {
+                std::vector<uint64_t> ids;
+                for (uint64_t id : response.getIds()) ids.push_back(id);
+                return ids;
+              });
+        });
     if (!ids.ok()) {
       // The interface has no error here: say so, and answer with no ledgers.
       loop_->log()(LogLevel::kWarning, absl::StrCat("listing the ledgers of ", address(), ": ",
@@ -430,8 +439,8 @@ class RemoteLedgerSetImpl final : public RemoteLedgerSet {
   }
 
   absl::StatusOr<LedgerInfo> GetLedgerInfo(uint64_t id) override {
-    return loop_->Call<LedgerInfo>([&] {
-      auto request = loop_->node().getLedgerInfoRequest();
+    return loop_->CallNode<LedgerInfo>([&](std::shared_ptr<NodeLink> link) {
+      auto request = link->node.getLedgerInfoRequest();
       request.setId(id);
       return request.send().then(
           [](capnp::Response<rpc::StoreNode::GetLedgerInfoResults> response) {
@@ -449,8 +458,8 @@ class RemoteLedgerSetImpl final : public RemoteLedgerSet {
   }
 
   absl::Status DeleteLedger(uint64_t id) override {
-    absl::StatusOr<bool> deleted = loop_->Call<bool>([&] {
-      auto request = loop_->node().deleteLedgerRequest();
+    absl::StatusOr<bool> deleted = loop_->CallNode<bool>([&](std::shared_ptr<NodeLink> link) {
+      auto request = link->node.deleteLedgerRequest();
       request.setId(id);
       return request.send().then(
           [](capnp::Response<rpc::StoreNode::DeleteLedgerResults>) { return true; });
@@ -459,35 +468,41 @@ class RemoteLedgerSetImpl final : public RemoteLedgerSet {
   }
 
   absl::StatusOr<std::unique_ptr<LedgerWriter>> OpenWriter(uint64_t id) override {
-    absl::StatusOr<OpenedWriter> opened = loop_->Call<OpenedWriter>([&] {
-      auto request = loop_->node().openWriterRequest();
-      request.setId(id);
-      return request.send().then([](capnp::Response<rpc::StoreNode::OpenWriterResults> response) {
-        return OpenedWriter{std::make_unique<WriterLoopState>(response.getWriter()),
-                            response.getLastAddConfirmed()};
-      });
-    });
+    absl::StatusOr<OpenedWriter> opened =
+        loop_->CallNode<OpenedWriter>([&](std::shared_ptr<NodeLink> link) {
+          auto request = link->node.openWriterRequest();
+          request.setId(id);
+          return request.send().then(
+              [link =
+                   std::move(link)](capnp::Response<rpc::StoreNode::OpenWriterResults> response) {
+                return OpenedWriter{std::make_unique<WriterLoopState>(link, response.getWriter()),
+                                    response.getLastAddConfirmed()};
+              });
+        });
     if (!opened.ok()) return opened.status();
     return std::make_unique<RemoteWriter>(*loop_, window_, id, std::move(opened->state),
                                           opened->last_add_confirmed);
   }
 
   absl::StatusOr<std::unique_ptr<LedgerReader>> OpenReader(uint64_t id) override {
-    absl::StatusOr<OpenedReader> opened = loop_->Call<OpenedReader>([&] {
-      auto request = loop_->node().openReaderRequest();
-      request.setId(id);
-      return request.send().then([](capnp::Response<rpc::StoreNode::OpenReaderResults> response) {
-        return OpenedReader{std::make_unique<ReaderLoopState>(response.getReader()),
-                            {response.getLastAddConfirmed(), response.getSealed()}};
-      });
-    });
+    absl::StatusOr<OpenedReader> opened =
+        loop_->CallNode<OpenedReader>([&](std::shared_ptr<NodeLink> link) {
+          auto request = link->node.openReaderRequest();
+          request.setId(id);
+          return request.send().then(
+              [link =
+                   std::move(link)](capnp::Response<rpc::StoreNode::OpenReaderResults> response) {
+                return OpenedReader{std::make_unique<ReaderLoopState>(link, response.getReader()),
+                                    {response.getLastAddConfirmed(), response.getSealed()}};
+              });
+        });
     if (!opened.ok()) return opened.status();
     return std::make_unique<RemoteReader>(*loop_, id, std::move(opened->state), opened->position);
   }
 
   absl::StatusOr<uint64_t> Fence(uint64_t id) override {
-    return loop_->Call<uint64_t>([&] {
-      auto request = loop_->node().fenceRequest();
+    return loop_->CallNode<uint64_t>([&](std::shared_ptr<NodeLink> link) {
+      auto request = link->node.fenceRequest();
       request.setId(id);
       return request.send().then([](capnp::Response<rpc::StoreNode::FenceResults> response) {
         return response.getLastAddConfirmed();
@@ -504,8 +519,8 @@ class RemoteLedgerSetImpl final : public RemoteLedgerSet {
 // Asks the node whether its acknowledgements are durable (StoreNode.durability). A node that
 // does not know the method predates it: false, which is always safe.
 absl::StatusOr<bool> AskDurability(ClientLoop& loop) {
-  return loop.Call<bool>([&loop] {
-    return loop.node().durabilityRequest().send().then(
+  return loop.CallNode<bool>([](std::shared_ptr<NodeLink> link) {
+    return link->node.durabilityRequest().send().then(
         [](capnp::Response<rpc::StoreNode::DurabilityResults> response) {
           return response.getAcknowledgedMeansDurable();
         },

@@ -19,6 +19,7 @@ namespace cairn::net {
 namespace {
 
 using internal::ClientLoop;
+using internal::NodeLink;
 
 capnp::Data::Reader Bytes(std::string_view bytes) {
   return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size());
@@ -33,9 +34,11 @@ capnp::MessageSize SizeFor(size_t bytes) {
   return capnp::MessageSize{bytes / sizeof(capnp::word) + 16, 0};
 }
 
-// Network thread only.
+// The node's MetadataService, on one connection. Network thread only.
 struct ServiceLoopState {
-  explicit ServiceLoopState(rpc::MetadataService::Client cap) : cap(kj::mv(cap)) {}
+  ServiceLoopState(std::shared_ptr<NodeLink> link, rpc::MetadataService::Client cap)
+      : link(std::move(link)), cap(kj::mv(cap)) {}
+  std::shared_ptr<NodeLink> link;  // outlives the capability
   rpc::MetadataService::Client cap;
 };
 
@@ -43,6 +46,18 @@ class RemoteMetadataStore final : public MetadataStore {
  public:
   RemoteMetadataStore(std::unique_ptr<ClientLoop> loop, std::unique_ptr<ServiceLoopState> service)
       : loop_(std::move(loop)), service_(std::move(service)) {}
+
+  // Network thread: the service on the current connection (made first if there is none). After
+  // a reconnection it is asked for again, pipelined: the call waits for no extra round trip.
+  kj::Promise<rpc::MetadataService::Client> Service() {
+    return loop_->Connected().then([this](std::shared_ptr<NodeLink> link) {
+      if (service_ == nullptr || service_->link != link) {
+        rpc::MetadataService::Client cap = link->node.metadataRequest().send().getService();
+        service_ = std::make_unique<ServiceLoopState>(std::move(link), kj::mv(cap));
+      }
+      return service_->cap;
+    });
+  }
 
   ~RemoteMetadataStore() override {
     // The capability must go on the network thread, before the loop.
@@ -52,16 +67,18 @@ class RemoteMetadataStore final : public MetadataStore {
   absl::StatusOr<VersionedValue> Get(std::string_view key) override {
     if (absl::Status check = CheckMetadataKey(key.size()); !check.ok()) return check;
     return loop_->Call<VersionedValue>([&] {
-      auto request = service_->cap.getRequest(SizeFor(key.size()));
-      request.setKey(Bytes(key));
-      return request.send().then([](capnp::Response<rpc::MetadataService::GetResults> response) {
-        capnp::Data::Reader value = response.getValue();
-        // The frame limit bounds what arrived; the value limit bounds what is copied.
-        if (absl::Status check = CheckMetadataValue(value.size()); !check.ok()) {
-          kj::throwFatalException(StatusToException(absl::DataLossError(
-              absl::StrCat("the node sent an oversize value: ", check.message()))));
-        }
-        return VersionedValue{.value = Copy(value), .version = response.getVersion()};
+      return Service().then([&](rpc::MetadataService::Client service) {
+        auto request = service.getRequest(SizeFor(key.size()));
+        request.setKey(Bytes(key));
+        return request.send().then([](capnp::Response<rpc::MetadataService::GetResults> response) {
+          capnp::Data::Reader value = response.getValue();
+          // The frame limit bounds what arrived; the value limit bounds what is copied.
+          if (absl::Status check = CheckMetadataValue(value.size()); !check.ok()) {
+            kj::throwFatalException(StatusToException(absl::DataLossError(
+                absl::StrCat("the node sent an oversize value: ", check.message()))));
+          }
+          return VersionedValue{.value = Copy(value), .version = response.getVersion()};
+        });
       });
     });
   }
@@ -71,12 +88,14 @@ class RemoteMetadataStore final : public MetadataStore {
     if (absl::Status check = CheckMetadataKey(key.size()); !check.ok()) return check;
     if (absl::Status check = CheckMetadataValue(value.size()); !check.ok()) return check;
     return loop_->Call<uint64_t>([&] {
-      auto request = service_->cap.putRequest(SizeFor(key.size() + value.size()));
-      request.setKey(Bytes(key));
-      request.setValue(Bytes(value));
-      request.setExpectedVersion(expected_version);
-      return request.send().then([](capnp::Response<rpc::MetadataService::PutResults> response) {
-        return response.getVersion();
+      return Service().then([&](rpc::MetadataService::Client service) {
+        auto request = service.putRequest(SizeFor(key.size() + value.size()));
+        request.setKey(Bytes(key));
+        request.setValue(Bytes(value));
+        request.setExpectedVersion(expected_version);
+        return request.send().then([](capnp::Response<rpc::MetadataService::PutResults> response) {
+          return response.getVersion();
+        });
       });
     });
   }
@@ -84,10 +103,12 @@ class RemoteMetadataStore final : public MetadataStore {
   absl::Status Delete(std::string_view key, uint64_t expected_version) override {
     if (absl::Status check = CheckMetadataKey(key.size()); !check.ok()) return check;
     return loop_->CallVoid([&] {
-      auto request = service_->cap.deleteRequest(SizeFor(key.size()));
-      request.setKey(Bytes(key));
-      request.setExpectedVersion(expected_version);
-      return request.send().ignoreResult();
+      return Service().then([&](rpc::MetadataService::Client service) {
+        auto request = service.deleteRequest(SizeFor(key.size()));
+        request.setKey(Bytes(key));
+        request.setExpectedVersion(expected_version);
+        return request.send().ignoreResult();
+      });
     });
   }
 
@@ -95,13 +116,15 @@ class RemoteMetadataStore final : public MetadataStore {
     // No key is longer than the key limit: a longer prefix matches none.
     if (prefix.size() > kMaxMetadataKeyBytes) return std::vector<std::string>();
     return loop_->Call<std::vector<std::string>>([&] {
-      auto request = service_->cap.listRequest(SizeFor(prefix.size()));
-      request.setPrefix(Bytes(prefix));
-      return request.send().then([](capnp::Response<rpc::MetadataService::ListResults> response) {
-        std::vector<std::string> keys;
-        keys.reserve(response.getKeys().size());
-        for (capnp::Data::Reader key : response.getKeys()) keys.push_back(Copy(key));
-        return keys;
+      return Service().then([&](rpc::MetadataService::Client service) {
+        auto request = service.listRequest(SizeFor(prefix.size()));
+        request.setPrefix(Bytes(prefix));
+        return request.send().then([](capnp::Response<rpc::MetadataService::ListResults> response) {
+          std::vector<std::string> keys;
+          keys.reserve(response.getKeys().size());
+          for (capnp::Data::Reader key : response.getKeys()) keys.push_back(Copy(key));
+          return keys;
+        });
       });
     });
   }
@@ -126,10 +149,10 @@ absl::StatusOr<std::unique_ptr<MetadataStore>> ConnectMetadataStore(
   // Asked for, and waited for, now: a node that hosts no metadata store is an error of the
   // connect rather than of every later call.
   absl::StatusOr<std::unique_ptr<ServiceLoopState>> service =
-      (*loop)->Call<std::unique_ptr<ServiceLoopState>>([&loop = **loop] {
-        return loop.node().metadataRequest().send().then(
-            [](capnp::Response<rpc::StoreNode::MetadataResults> response) {
-              return std::make_unique<ServiceLoopState>(response.getService());
+      (*loop)->CallNode<std::unique_ptr<ServiceLoopState>>([](std::shared_ptr<NodeLink> link) {
+        return link->node.metadataRequest().send().then(
+            [link](capnp::Response<rpc::StoreNode::MetadataResults> response) {
+              return std::make_unique<ServiceLoopState>(link, response.getService());
             });
       });
   if (!service.ok()) return service.status();

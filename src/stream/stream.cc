@@ -250,6 +250,10 @@ class StreamImpl final : public Stream {
     submit([this, base, ledger_id, expected_entry, cached, losses = writer_losses_, entry_count,
             size_bytes, done = std::move(done)](absl::StatusOr<AppendResult> result) {
       if (!result.ok()) {
+        // A lost connection to the ledger's node: the ledger may hold it or not (DrainWriter).
+        if (absl::IsUnavailable(result.status()) || absl::IsDeadlineExceeded(result.status())) {
+          losses->uncertain.store(true, std::memory_order_relaxed);
+        }
         // A full disk, say: the ledger holds none of it, and later appends go on from there.
         losses->bytes.fetch_add(size_bytes, std::memory_order_relaxed);
         losses->entries.fetch_add(entry_count, std::memory_order_relaxed);
@@ -554,6 +558,16 @@ class StreamImpl final : public Stream {
     // what the ledger confirmed.
     absl::Status drained = writer_->Flush();
     if (append_error_.ok()) append_error_ = std::move(drained);
+    if (writer_losses_->uncertain.load(std::memory_order_relaxed)) {
+      // The ledger may hold appends the writer never saw confirmed: closing it in the record
+      // at the writer's count could cut them off, or leave them past its end. The stream stops
+      // and leaves the ledger open in the record, for the next open to recover (fence and
+      // read its true end), as after a crash.
+      failed_ = absl::UnavailableError(absl::StrCat(
+          "stream ", name_, ": appends to ledger ", writer_->ledger_id(),
+          " failed without knowing whether it took them; the stream must be opened again"));
+      return failed_;
+    }
     const uint64_t lac = writer_->last_add_confirmed();
     return lac == kNoEntry ? 0 : lac + 1;
   }
@@ -759,6 +773,10 @@ class StreamImpl final : public Stream {
   struct WriterLosses {
     std::atomic<uint64_t> bytes{0};
     std::atomic<uint64_t> entries{0};
+    // An append failed without saying whether the ledger took it (kUnavailable,
+    // kDeadlineExceeded: the connection to a remote ledger's node was lost): the ledger's
+    // length is no longer known here.
+    std::atomic<bool> uncertain{false};
   };
   std::shared_ptr<WriterLosses> writer_losses_ = std::make_shared<WriterLosses>();
   // Ledgers the record has closed that a full disk kept from being sealed (SealWriter).

@@ -330,7 +330,9 @@ TEST_CASE("cli: topics, produce, consume, stats and perf against cairnd standalo
     std::ofstream lines(f.scratch + "/lines");
     lines << "one\ntwo\nk=three\n";
   }
-  run = Cairn(f.scratch, {"produce", "orders", "--key-separator", "=", "--proxy", proxy},
+  // Heartbeats tighter than the defaults are taken.
+  run = Cairn(f.scratch, {"produce", "orders", "--key-separator", "=", "--heartbeat-interval-ms",
+                          "100", "--heartbeat-timeout-ms", "400", "--proxy", proxy},
               f.scratch + "/lines");
   REQUIRE(run.status == 0);
   CHECK(run.out.find("3 of 3 message(s) acknowledged") != std::string::npos);

@@ -60,6 +60,19 @@ int PortOf(const std::string& address) {
   return std::stoi(address.substr(address.rfind(':') + 1));
 }
 
+int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+  socklen_t length = sizeof(address);
+  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
 Relay::Relay() {
   listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
   REQUIRE(listen_fd_ >= 0);

@@ -141,6 +141,9 @@ class Relay {
 // The port of a "host:port" address.
 int PortOf(const std::string& address);
 
+// A loopback port free now, for a daemon that must come back on the same one after a restart.
+int FreeLoopbackPort();
+
 struct HttpReply {
   int status = 0;
   std::string headers;

@@ -1016,23 +1016,9 @@ TEST_CASE("proxy: cairnd proxy over cairnd store keeps no state, a new proxy car
   }
 }
 
-// A free loopback port, for a daemon that must come back on the same one.
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
-  socklen_t length = sizeof(address);
-  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-  close(fd);
-  return ntohs(address.sin_port);
-}
-
 TEST_CASE("proxy: cairnd proxy outlives a restart of its store node", "[proxy][daemon]") {
   TempDir dir;
-  const std::string store_address = "127.0.0.1:" + std::to_string(FreePort());
+  const std::string store_address = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
   const std::vector<std::string> store_args = {"store",      "--data-dir",  dir.path() + "/store",
                                                "--listen",   store_address, "--metrics-listen",
                                                "127.0.0.1:0"};

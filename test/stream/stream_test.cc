@@ -700,6 +700,83 @@ TEST_CASE("A roll-over whose new ledger cannot be opened on a full disk opens it
   CheckRange(*stream, 0, 16);
 }
 
+// Writers that, once `losing` is set, still append to the ledger but answer kUnavailable, as a
+// remote ledger's writer does when its connection is lost after the node took the append: the
+// writer's last_add_confirmed stays where the last answer left it.
+class LosingAnswers final : public testing::ForwardingLedgers {
+ public:
+  using ForwardingLedgers::ForwardingLedgers;
+  std::atomic<bool> losing{false};
+
+  absl::StatusOr<std::unique_ptr<LedgerWriter>> OpenWriter(uint64_t id) override {
+    absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = base_->OpenWriter(id);
+    if (!writer.ok()) return writer.status();
+    return std::unique_ptr<LedgerWriter>(new Writer(*std::move(writer), losing));
+  }
+
+ private:
+  class Writer final : public LedgerWriter {
+   public:
+    Writer(std::unique_ptr<LedgerWriter> base, std::atomic<bool>& losing)
+        : base_(std::move(base)), losing_(losing) {}
+    void AppendAsync(BatchBuilder& batch, AppendCallback done) override {
+      base_->AppendAsync(batch, Answer(std::move(done)));
+    }
+    void AppendAsync(std::span<const char> batch, AppendCallback done) override {
+      base_->AppendAsync(batch, Answer(std::move(done)));
+    }
+    absl::Status Flush() override {
+      absl::Status flushed = base_->Flush();
+      return losing_.load() ? Lost() : flushed;
+    }
+    absl::StatusOr<uint64_t> Seal() override {
+      if (losing_.load()) return Lost();
+      return base_->Seal();
+    }
+    uint64_t ledger_id() const override { return base_->ledger_id(); }
+    uint64_t last_add_confirmed() const override { return answered_lac_.load(); }
+
+   private:
+    static absl::Status Lost() { return absl::UnavailableError("connection lost"); }
+    AppendCallback Answer(AppendCallback done) {
+      return [this, done = std::move(done)](absl::StatusOr<AppendResult> result) {
+        if (losing_.load()) return done(Lost());
+        if (result.ok()) answered_lac_.store(result->last_entry_id);
+        done(std::move(result));
+      };
+    }
+    std::unique_ptr<LedgerWriter> base_;
+    std::atomic<bool>& losing_;
+    std::atomic<uint64_t> answered_lac_{kNoEntry};
+  };
+};
+
+TEST_CASE("A stream whose appends failed with an unknown outcome leaves its ledger to recovery",
+          "[stream]") {
+  auto fs = NewMemoryFileSystem();
+  World world(fs.get());
+  LosingAnswers ledgers(&world.store());
+  Streams streams(&ledgers, world.metadata(), [](LogLevel, std::string_view) {});
+  auto stream = Unwrap(streams.Create("s", StreamOptions{}));
+  AppendValues(*stream, 0, 3);
+  ledgers.losing = true;
+  // Stored, but the answers say otherwise.
+  BatchBuilder batch;
+  AddValues(batch, 3, 2);
+  CHECK(absl::IsUnavailable(stream->Append(batch).status()));
+  // Closing cannot record the ledger's end, which the stream does not know: it leaves the
+  // ledger open in the record rather than closing it at 3 entries of 5.
+  CHECK(absl::IsUnavailable(stream->Close()));
+  stream.reset();
+  ledgers.losing = false;
+  // The next open recovers the ledger as after a crash: its true end, every entry readable.
+  stream = Unwrap(streams.Open("s"));
+  CHECK(stream->stats().end_offset == 5);
+  CheckRange(*stream, 0, 5);
+  AppendValues(*stream, 5, 2);
+  REQUIRE(stream->Close().ok());
+}
+
 TEST_CASE("Stream seek by time", "[stream]") {
   auto fs = NewMemoryFileSystem();
   World world(fs.get());

@@ -10,9 +10,13 @@
 //   Streams streams(ledgers->get(), metadata.get());
 //
 // Errors are the store's own: the node sends the absl::Status it got and the client returns it
-// with the same code and message. A lost connection makes every call fail with kUnavailable
-// (LedgerReader::WaitForEntry included, never answering with the last LAC the reader knew);
-// this client does not reconnect (open a new RemoteLedgerSet).
+// with the same code and message. A lost connection (the node closed it, or stopped answering
+// heartbeats) makes every call on it fail with kUnavailable (LedgerReader::WaitForEntry
+// included, never answering with the last LAC the reader knew). The client reconnects by itself:
+// the next call connects again (within connect_timeout); while the node cannot be reached, calls
+// fail with kUnavailable naming it, at once for 200 ms after a failed attempt. Writers and
+// readers opened on a lost connection stay failed (kUnavailable): the node's writer is gone with
+// the connection, so its ledger is recovered as any writer's that died (fence it, open another).
 //
 // Threading. The client runs its own network thread. Every method may be called from any
 // thread; the blocking ones hand the call to the network thread and wait for its answer.
@@ -50,7 +54,7 @@ struct RemoteLedgerSetOptions {
 };
 
 // Thread-safe. Writers and readers it opened must be destroyed before it.
-// acknowledged_means_durable() is what the node said when this client connected: true if its
+// acknowledged_means_durable() is what the node said when this client first connected: true if its
 // store is in sync durability (an acknowledged append is synced), false for async or for a node
 // too old to say.
 class RemoteLedgerSet : public LedgerSet {
@@ -63,6 +67,9 @@ class RemoteLedgerSet : public LedgerSet {
   ~RemoteLedgerSet() override = default;
 
   virtual const std::string& address() const = 0;
+  // Connections made to the node so far: 1 after Connect, one more at each reconnection. A
+  // caller that keeps writers (a stream layer) can tell that those it opened before are dead.
+  virtual uint64_t connections() const = 0;
 };
 
 }  // namespace cairn::net

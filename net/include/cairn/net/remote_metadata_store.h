@@ -13,9 +13,11 @@
 // Semantics are the hosted store's, with its codes and messages: kAborted on a version mismatch,
 // kNotFound, kInvalidArgument for an empty or oversize key or value (refused here before
 // anything is sent). A listing whose keys would pass kMaxMetadataListBytes
-// (cairn/net/limits.h) fails with kResourceExhausted. A lost connection makes every call fail
-// with kUnavailable; this client does not reconnect (connect again). A put or delete that fails
-// with kUnavailable may or may not have been applied: read the key to find out.
+// (cairn/net/limits.h) fails with kResourceExhausted. A lost connection makes the calls in
+// flight fail with kUnavailable; the client reconnects by itself, on the next call (within
+// connect_timeout). While the node cannot be reached, calls fail with kUnavailable naming it, at
+// once for 200 ms after a failed attempt. A put or delete that fails with kUnavailable may or
+// may not have been applied: read the key to find out.
 //
 // Threading. Thread-safe: the client runs its own network thread, and every method hands its
 // call to it and waits for the answer.
