@@ -250,7 +250,7 @@ def main():
                 try:
                     out = subprocess.run([bench, 'recover', '--metadata', cluster.metadata,
                                           '--stores', ','.join(x for _, x in cluster.replicas),
-                                          '--mib', str(mib), '--tail-batches', str(tail)],
+                                          '--mib', str(mib), '--tail_batches', str(tail)],
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                     print(out.stdout.strip(), flush=True)
                     if out.returncode != 0:
