@@ -130,7 +130,7 @@ std::unique_ptr<BundleOwnership> StartOwnership(MetadataStore* store, const std:
   return Unwrap(BundleOwnership::Start(options));
 }
 
-TEST_CASE("bundle ownership: one owner at a time; others learn who it is and take over when it "
+TEST_CASE("bundle ownership: one owner at a time, others learn who it is and take over when it "
           "goes",
           "[bundles]") {
   testing::TempDir temp;

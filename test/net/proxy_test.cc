@@ -166,7 +166,7 @@ void Ack(RawClient& c, rpc::Consumer::Client& consumer, uint32_t partition,
   request.send().wait(c.io.waitScope);
 }
 
-TEST_CASE("proxy: topic records keep replication settings; older records still decode",
+TEST_CASE("proxy: topic records keep replication settings, and older records still decode",
           "[proxy]") {
   using internal::DecodeTopicRecord;
   using internal::EncodeTopicRecord;

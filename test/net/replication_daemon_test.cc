@@ -293,7 +293,7 @@ TEST_CASE("replication: a proxy killed mid-stream: another proxy recovers the op
 namespace cairn::net {
 namespace {
 
-TEST_CASE("replication: a topic's own replication settings go to every ledger it creates; a "
+TEST_CASE("replication: a topic's own replication settings go to every ledger it creates, and a "
           "topic without them gets the proxy's",
           "[net][replication][daemon]") {
   TempDir dir;

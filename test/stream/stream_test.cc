@@ -183,7 +183,7 @@ TEST_CASE("A stream's offsets run on across roll-overs and reopening", "[stream]
   CheckRange(*stream, 0, next + 3);
 }
 
-TEST_CASE("A stream keeps its ledgers' replication settings; a store that does not replicate "
+TEST_CASE("A stream keeps its ledgers' replication settings, and a store that does not replicate "
           "takes only one copy",
           "[stream]") {
   auto fs = NewMemoryFileSystem();
