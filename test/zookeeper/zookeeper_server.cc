@@ -14,6 +14,7 @@
 
 #include <catch2/catch.hpp>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -256,9 +257,34 @@ void ZooKeeperEnsemble::Kill(int i) {
   s.pid = 0;
 }
 
+// Whether every thread of process `pid` is stopped (state T in /proc/<pid>/task/*/stat).
+static bool AllThreadsStopped(pid_t pid) {
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  std::error_code error;
+  bool any = false;
+  for (const auto& task : std::filesystem::directory_iterator(tasks, error)) {
+    std::ifstream stat(task.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;  // The thread ended meanwhile.
+    // "<tid> (<name>) <state> ...": the name may hold spaces and parentheses.
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos || close + 2 >= line.size()) return false;
+    const char state = line[close + 2];
+    if (state != 'T' && state != 't') return false;
+    any = true;
+  }
+  return !error && any;
+}
+
 void ZooKeeperEnsemble::Pause(int i) {
   REQUIRE(servers_[i].pid != 0);
   REQUIRE(::kill(servers_[i].pid, SIGSTOP) == 0);
+  // The stop reaches every thread of the JVM soon but not at once: until it has, the server may
+  // still answer, and a test that pauses it to see calls time out would see one served.
+  for (int attempt = 0; attempt < 500 && !AllThreadsStopped(servers_[i].pid); ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(AllThreadsStopped(servers_[i].pid));
 }
 
 void ZooKeeperEnsemble::Resume(int i) {
