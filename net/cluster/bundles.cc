@@ -10,6 +10,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "net/cluster/text_record.h"
 #include "src/util/status_macros.h"
 #include "src/util/strings.h"
 #include "xxhash.h"
@@ -35,23 +36,15 @@ bool ParseHex32(std::string_view text, uint32_t* value) {
   return error == std::errc() && ptr == text.data() + text.size();
 }
 
-// The value of field `name` in a text record of "name=value" lines, if present.
+// The value of field `name` in a text record (the last if given twice; empty if absent).
 absl::StatusOr<std::string> Field(std::string_view what, std::string_view value,
                                   std::string_view name) {
+  absl::StatusOr<std::vector<std::pair<std::string_view, std::string_view>>> fields =
+      ParseTextRecord(what, value);
+  if (!fields.ok()) return fields.status();
   std::string found;
-  size_t start = 0;
-  while (start < value.size()) {
-    size_t end = value.find('\n', start);
-    if (end == std::string_view::npos) end = value.size();
-    const std::string_view line = value.substr(start, end - start);
-    start = end + 1;
-    if (line.empty()) continue;
-    const size_t equals = line.find('=');
-    if (equals == std::string_view::npos) {
-      return absl::DataLossError(absl::StrCat(Sv(what), " \"", absl::CHexEscape(Sv(value)),
-                                              "\": a line without '='"));
-    }
-    if (line.substr(0, equals) == name) found = std::string(line.substr(equals + 1));
+  for (const auto& [field, text] : *fields) {
+    if (field == name) found = std::string(text);
   }
   return found;
 }

@@ -10,6 +10,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "net/cluster/text_record.h"
 #include "src/util/strings.h"
 
 namespace cairn::net {
@@ -28,18 +29,11 @@ absl::StatusOr<NodeRecord> DecodeNodeRecord(std::string_view value) {
     return absl::DataLossError(absl::StrCat("node record \"", absl::CHexEscape(Sv(value)),
                                             "\": ", Sv(why)));
   };
+  absl::StatusOr<std::vector<std::pair<std::string_view, std::string_view>>> fields =
+      ParseTextRecord("node record", value);
+  if (!fields.ok()) return fields.status();
   NodeRecord record;
-  size_t start = 0;
-  while (start < value.size()) {
-    size_t end = value.find('\n', start);
-    if (end == std::string_view::npos) end = value.size();
-    const std::string_view line = value.substr(start, end - start);
-    start = end + 1;
-    if (line.empty()) continue;
-    const size_t equals = line.find('=');
-    if (equals == std::string_view::npos) return bad("a line without '='");
-    const std::string_view name = line.substr(0, equals);
-    const std::string_view field = line.substr(equals + 1);
+  for (const auto& [name, field] : *fields) {
     if (name == "address") {
       record.address = std::string(field);
     } else if (name == "rack") {
