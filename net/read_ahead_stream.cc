@@ -31,13 +31,15 @@ kj::Promise<size_t> ReadAheadStream::ReadOn(kj::byte* out, size_t done, size_t m
   // Only called with the buffer empty: what it held went to `out` first.
   if (max - done >= buffer_.size()) {
     // Large: straight into the caller's memory, no further than asked.
-    return inner_->tryRead(out + done, min - done, max - done).then([done](size_t n) {
+    return inner_->tryRead(out + done, min - done, max - done).then([this, done](size_t n) {
+      bytes_read_ += n;
       return done + n;
     });
   }
   return inner_->tryRead(buffer_.begin(), 1, buffer_.size())
       .then([this, out, done, min, max](size_t n) -> kj::Promise<size_t> {
         if (n == 0) return done;  // The stream ended.
+        bytes_read_ += n;
         begin_ = 0;
         end_ = n;
         const size_t now = TakeBuffered(out, done, max);

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "kj/array.h"
 #include "kj/async-io.h"
@@ -55,6 +56,9 @@ class ReadAheadStream final : public kj::AsyncIoStream {
 
   // Bytes read from the wrapped stream and not yet handed out.
   size_t buffered() const { return end_ - begin_; }
+  // Bytes read from the wrapped stream so far: grows while the peer is sending, which proves it
+  // alive even when an answer it owes is queued behind what it sends.
+  uint64_t bytes_read() const { return bytes_read_; }
 
  private:
   // Moves buffered bytes to out[done, max); returns the new `done`.
@@ -66,6 +70,7 @@ class ReadAheadStream final : public kj::AsyncIoStream {
   kj::Array<kj::byte> buffer_;
   size_t begin_ = 0;  // buffer_[begin_, end_) was read and not handed out
   size_t end_ = 0;
+  uint64_t bytes_read_ = 0;
 };
 
 }  // namespace cairn::net::internal

@@ -98,7 +98,8 @@ void ClientLoop::Watch(const std::shared_ptr<NodeLink>& link) {
         Lose(*raw, lost);
         raw->connection->Abort();
         heartbeat_.reset();  // reports from an event of its own: safe here
-      });
+      },
+      [raw] { return raw->connection->bytes_received(); });
 }
 
 absl::Status ClientLoop::NameNode(absl::Status status) const {

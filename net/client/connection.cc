@@ -90,7 +90,8 @@ void ClientConnection::Install(kj::Own<RpcConnection> connection) {
           // Fails the calls in flight on it now, as a disconnect would.
           if (generation == loop_.generation && loop_.connection) loop_.connection->Abort();
           Lost(generation, lost);
-        });
+        },
+        [this] { return loop_.connection ? loop_.connection->bytes_received() : 0; });
   }
   for (auto& waiter : std::exchange(loop_.waiting, {})) waiter->fulfill();
   for (SessionUser* user : std::vector<SessionUser*>(loop_.users)) user->Reconnected();

@@ -18,45 +18,55 @@ kj::Promise<void> AnswerUnimplemented(kj::Promise<void> ping) {
   });
 }
 
-// True once `ping` is answered, false when `deadline` passes first.
-kj::Promise<bool> AnsweredBy(kj::Timer& timer, kj::TimePoint deadline, kj::Promise<void> ping) {
-  return AnswerUnimplemented(kj::mv(ping))
-      .then([] { return true; })
-      .exclusiveJoin(timer.atTime(deadline).then([] { return false; }));
-}
-
 }  // namespace
 
-Heartbeat::Heartbeat(kj::Timer& timer, HeartbeatOptions options, Ping ping, OnLost on_lost)
+Heartbeat::Heartbeat(kj::Timer& timer, HeartbeatOptions options, Ping ping, OnLost on_lost,
+                     Received received)
     : timer_(timer),
       options_(std::move(options)),
       ping_(std::move(ping)),
-      on_lost_(std::move(on_lost)) {
+      on_lost_(std::move(on_lost)),
+      received_(std::move(received)) {
   beating_ = Beat(timer_.now()).eagerlyEvaluate(nullptr);
 }
 
 Heartbeat::~Heartbeat() { *alive_ = false; }
 
-kj::Promise<void> Heartbeat::Beat(kj::TimePoint last_answer) {
+kj::Promise<void> Heartbeat::Beat(kj::TimePoint last_heard) {
   const kj::TimePoint sent = timer_.now();
-  const kj::TimePoint deadline = last_answer + options_.timeout.count() * kj::MILLISECONDS;
-  return AnsweredBy(timer_, deadline, kj::evalNow([this] { return ping_(); }))
-      .then(
-          [this, sent](bool ok) -> kj::Promise<void> {
-            if (!ok) {
-              Lose(absl::UnavailableError(absl::StrCat("no answer from ", options_.peer, " within ",
-                                                       options_.timeout.count(), " ms")));
-              return kj::NEVER_DONE;
-            }
-            const kj::TimePoint now = timer_.now();
-            return timer_.atTime(sent + options_.interval.count() * kj::MILLISECONDS)
-                .then([this, now] { return Beat(now); });
-          },
-          [this](kj::Exception&& exception) -> kj::Promise<void> {
-            Lose(absl::UnavailableError(absl::StrCat("heartbeat to ", options_.peer, " failed: ",
-                                                     ExceptionToStatus(exception).message())));
-            return kj::NEVER_DONE;
-          });
+  // True when answered; a failed ping is an exception.
+  auto answered = kj::heap(AnswerUnimplemented(kj::evalNow([this] { return ping_(); }))
+                               .then([] { return true; })
+                               .fork());
+  return Await(kj::mv(answered), sent, last_heard);
+}
+
+kj::Promise<void> Heartbeat::Await(kj::Own<kj::ForkedPromise<bool>> answered, kj::TimePoint sent,
+                                   kj::TimePoint last_heard) {
+  const kj::TimePoint deadline = last_heard + options_.timeout.count() * kj::MILLISECONDS;
+  const uint64_t received_before = ReceivedNow();
+  kj::Promise<bool> answer = answered->addBranch().exclusiveJoin(
+      timer_.atTime(deadline).then([] { return false; }));
+  return answer.then(
+      [this, sent, received_before,
+       answered = kj::mv(answered)](bool ok) mutable -> kj::Promise<void> {
+        const kj::TimePoint now = timer_.now();
+        if (ok) {
+          return timer_.atTime(sent + options_.interval.count() * kj::MILLISECONDS)
+              .then([this, now] { return Beat(now); });
+        }
+        // Unanswered, but the peer sent something meanwhile: it is busy, not gone.
+        if (ReceivedNow() != received_before) return Await(kj::mv(answered), sent, now);
+        Lose(absl::UnavailableError(
+            absl::StrCat("no answer from ", options_.peer, " within ", options_.timeout.count(),
+                         " ms")));
+        return kj::NEVER_DONE;
+      },
+      [this](kj::Exception&& exception) -> kj::Promise<void> {
+        Lose(absl::UnavailableError(absl::StrCat("heartbeat to ", options_.peer, " failed: ",
+                                                 ExceptionToStatus(exception).message())));
+        return kj::NEVER_DONE;
+      });
 }
 
 void Heartbeat::Lose(absl::Status status) {
@@ -74,7 +84,9 @@ kj::Promise<kj::Own<RpcConnection>> ConnectAndPing(
       .then([&timer, deadline, address, timeout,
              ping = std::move(ping)](kj::Own<RpcConnection> connection) {
         kj::Promise<bool> answered =
-            AnsweredBy(timer, deadline, kj::evalNow([&] { return ping(*connection); }));
+            AnswerUnimplemented(kj::evalNow([&] { return ping(*connection); }))
+                .then([] { return true; })
+                .exclusiveJoin(timer.atTime(deadline).then([] { return false; }));
         // The connection outlives the ping: the continuation that holds it runs (or is
         // destroyed) after the promise it depends on.
         return answered.then(

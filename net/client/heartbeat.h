@@ -2,12 +2,15 @@
 //
 // Failure detection for one connection. A peer that stops answering (its process stopped, or a
 // network that drops everything) leaves the TCP connection up: nothing fails, and calls on it
-// would wait forever. A Heartbeat pings the peer every `interval` and declares it lost when no
-// answer came within `timeout` of the last one (or a ping failed), so its owner can drop the
-// connection as if the peer had closed it.
+// would wait forever. A Heartbeat pings the peer every `interval` and declares it lost when it
+// heard nothing within `timeout` (or a ping failed), so its owner can drop the connection as if
+// the peer had closed it. Hearing is an answered ping or, when the owner counts them, bytes
+// arriving on the connection: a ping's answer queued behind megabytes of replies is late only
+// because the peer is busy answering, and a peer that sends is alive.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -25,8 +28,8 @@ struct HeartbeatOptions {
   std::string peer;
   // From one ping to the next; a ping is sent only once the previous one was answered.
   std::chrono::milliseconds interval = std::chrono::milliseconds(500);
-  // The longest the peer may go without answering: counted from the last answer (from the start
-  // before the first).
+  // The longest the peer may go unheard: counted from the last answer or the last bytes seen to
+  // arrive (from the start before either).
   std::chrono::milliseconds timeout = std::chrono::milliseconds(2000);
 };
 
@@ -39,17 +42,25 @@ class Heartbeat {
   // Called once, on the event loop, with kUnavailable naming the peer and the time. It may
   // destroy the Heartbeat.
   using OnLost = std::function<void(absl::Status)>;
+  // Bytes received from the peer so far (RpcConnection::bytes_received); may be empty.
+  using Received = std::function<uint64_t()>;
 
   // Starts beating at once: the first ping goes out now.
-  Heartbeat(kj::Timer& timer, HeartbeatOptions options, Ping ping, OnLost on_lost);
+  Heartbeat(kj::Timer& timer, HeartbeatOptions options, Ping ping, OnLost on_lost,
+            Received received = nullptr);
   // Stops: no ping is sent and on_lost is not called after this.
   ~Heartbeat();
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;
 
  private:
-  // One ping, then the next after `interval`, until one goes unanswered.
-  kj::Promise<void> Beat(kj::TimePoint last_answer);
+  // One ping, then the next after `interval`, until the peer goes unheard.
+  kj::Promise<void> Beat(kj::TimePoint last_heard);
+  // Waits for the ping sent at `sent` until `last_heard` + timeout; if bytes arrived meanwhile,
+  // waits on from now.
+  kj::Promise<void> Await(kj::Own<kj::ForkedPromise<bool>> answered, kj::TimePoint sent,
+                          kj::TimePoint last_heard);
+  uint64_t ReceivedNow() const { return received_ ? received_() : 0; }
   // Calls on_lost later, from an event of its own: the callback may destroy this object, which
   // owns the promise that found the loss.
   void Lose(absl::Status status);
@@ -58,6 +69,7 @@ class Heartbeat {
   const HeartbeatOptions options_;
   const Ping ping_;
   const OnLost on_lost_;
+  const Received received_;
   // Cleared by the destructor; a loss reported after it is dropped.
   const std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   kj::Promise<void> beating_ = nullptr;

@@ -234,6 +234,11 @@ void RpcConnection::Abort() {
   }
 }
 
+uint64_t RpcConnection::bytes_received() const {
+  // The constructor made stream_ a ReadAheadStream.
+  return static_cast<const internal::ReadAheadStream&>(*stream_).bytes_read();
+}
+
 capnp::Capability::Client RpcConnection::BootstrapCap() {
   capnp::MallocMessageBuilder message(8);
   auto server = message.initRoot<capnp::rpc::twoparty::VatId>();

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <future>
 #include <memory>
@@ -148,6 +149,8 @@ class RpcConnection {
   // connection end, and calls in flight on it (and later ones) fail with DISCONNECTED. For a
   // peer that stopped answering without closing.
   void Abort();
+  // Bytes received from the peer so far (see Heartbeat: traffic proves the peer alive).
+  uint64_t bytes_received() const;
 
  private:
   capnp::Capability::Client BootstrapCap();

@@ -110,7 +110,8 @@ void ReplicaNodeConnection::StartHeartbeat(uint64_t generation) {
         // (Finish then forgets the connection), and the disconnect task forgets it if none was.
         (*connection_)->Abort();
         heartbeat_.reset();
-      });
+      },
+      [this] { return connection_ == nullptr ? 0 : (*connection_)->bytes_received(); });
 }
 
 void ReplicaNodeConnection::Finish(kj::Promise<void> call, std::function<void(absl::Status)> done) {

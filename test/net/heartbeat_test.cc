@@ -60,7 +60,7 @@ struct Losses {
 // A Heartbeat of 100 ms / 400 ms on `thread`, pinging with `ping`; destroyed on the thread by
 // the returned handle's owner through Stop below.
 std::unique_ptr<Heartbeat> StartHeartbeat(NetworkThread& thread, Heartbeat::Ping ping,
-                                          Losses& losses) {
+                                          Losses& losses, Heartbeat::Received received = nullptr) {
   absl::StatusOr<std::unique_ptr<Heartbeat>> heartbeat =
       thread.Call<std::unique_ptr<Heartbeat>>([&] {
         return std::make_unique<Heartbeat>(
@@ -71,7 +71,8 @@ std::unique_ptr<Heartbeat> StartHeartbeat(NetworkThread& thread, Heartbeat::Ping
               std::lock_guard lock(losses.mu);
               if (losses.statuses.empty()) losses.first = Clock::now();
               losses.statuses.push_back(std::move(status));
-            });
+            },
+            std::move(received));
       });
   REQUIRE(heartbeat.ok());
   return *std::move(heartbeat);
@@ -97,6 +98,34 @@ TEST_CASE("heartbeat: a ping never answered reports the peer lost once, after th
   CHECK(losses.statuses[0].message() == "no answer from test-peer within 400 ms");
   CHECK(losses.first - start >= milliseconds(390));
   CHECK(losses.first - start < milliseconds(1500));
+  thread->Stop();
+}
+
+TEST_CASE("heartbeat: a peer that keeps sending is alive while its answer is late; silent, lost",
+          "[net][heartbeat]") {
+  // The ping's answer queues behind what the peer sends (replies to a pipeline of appends): as
+  // long as bytes arrive, the peer is busy, not gone.
+  std::unique_ptr<NetworkThread> thread = StartThread();
+  Losses losses;
+  std::atomic<uint64_t> received{0};
+  std::unique_ptr<Heartbeat> heartbeat = StartHeartbeat(
+      *thread, [] { return kj::Promise<void>(kj::NEVER_DONE); }, losses,
+      [&received] { return received.load(); });
+  // 1.2 s of traffic: three timeouts' worth, and no loss.
+  const Clock::time_point start = Clock::now();
+  while (Clock::now() - start < milliseconds(1200)) {
+    received += 100;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  CHECK(losses.count() == 0);
+  // Silence: lost within about two timeouts (one to notice the last bytes, one to find none).
+  const Clock::time_point silent = Clock::now();
+  std::this_thread::sleep_for(milliseconds(1300));
+  Stop(*thread, std::move(heartbeat));
+  std::lock_guard lock(losses.mu);
+  REQUIRE(losses.statuses.size() == 1);
+  CHECK(losses.statuses[0].message() == "no answer from test-peer within 400 ms");
+  CHECK(losses.first - silent < milliseconds(1000));
   thread->Stop();
 }
 
