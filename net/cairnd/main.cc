@@ -34,6 +34,7 @@
 #include "net/metrics/counted_metadata_store.h"
 #include "net/cairnd/shutdown_deadline.h"
 #include "net/cluster/node_registry.h"
+#include "net/cluster/topic_ownership.h"
 #include "net/event_loop.h"
 #include "net/metrics/metrics.h"
 #include "net/net_status.h"
@@ -89,6 +90,13 @@ ABSL_FLAG(uint32_t, session_timeout_ms, 10000,
           "store and proxy with --metadata zk://...: the ZooKeeper session timeout of the node's "
           "registration (the ensemble bounds it, 20 ticks by default): a node cut off for this "
           "long is dropped from the registry");
+ABSL_FLAG(uint32_t, bundles, 16,
+          "proxy with --metadata zk://...: how many bundles (hash ranges of topic names) the "
+          "cluster's topics are grouped in, for ownership; the first proxy of a cluster sets it, "
+          "later ones use the cluster's");
+ABSL_FLAG(std::string, advertise, "",
+          "proxy with --metadata zk://...: the host:port clients reach this proxy at, as other "
+          "proxies name it to them (default: the --listen address and port)");
 ABSL_FLAG(std::string, rack, "",
           "store with --metadata zk://...: the rack (or zone) the node registers with");
 ABSL_FLAG(uint32_t, replica_gc_interval_ms, 300000,
@@ -160,7 +168,8 @@ constexpr char kUsage[] =
     "                              [--replica-timeout-ms MS]\n"
     "                              [--heartbeat-interval-ms 500] [--heartbeat-timeout-ms 2000]\n"
     "                              [--metadata HOST:PORT|zk://HOST:PORT[,HOST:PORT...][/ROOT]]\n"
-    "                              [--session-timeout-ms MS]\n"
+    "                              [--session-timeout-ms MS] [--bundles 16]\n"
+    "                              [--advertise HOST:PORT]\n"
     "                              [--listen 127.0.0.1:7020] [--metrics-listen 127.0.0.1:7021]\n"
     "                              [--dedup-window-mib N]\n"
     "\n"
@@ -169,6 +178,10 @@ constexpr char kUsage[] =
     "topics' metadata there; standalone keeps its embedded metadata store. A store node\n"
     "with --metadata zk://... also deletes replicas of replicated ledgers that no longer have\n"
     "a record there (deleted while the node was down): see --replica-gc-interval-ms.\n"
+    "Proxies with --metadata zk://... share the topics: each topic is served by the owner of\n"
+    "its bundle, taken by the first proxy asked for one of its topics and held by its ZooKeeper\n"
+    "session; the others answer with the owner's address, and when the owner's session ends\n"
+    "another proxy takes the bundle over (docs/cluster.md).\n"
     "Flags may be spelled with dashes or underscores (--data-dir, --data_dir).\n"
     "SIGTERM or SIGINT stops the daemon cleanly: it stops accepting connections, finishes the\n"
     "appends already handed to the store, closes the store and exits with status 0; if that\n"
@@ -571,12 +584,28 @@ int RunProxy() {
     log(LogLevel::kInfo,
         absl::StrCat("proxy listening on ", host(listen), ":", listener->getPort(), " (",
                      ledgers_name, ", metadata ", metadata_address, ")"));
-    // In a cluster: the proxy registers itself, and follows the registered store nodes.
+    // In a cluster: the proxy registers itself, follows the registered store nodes, and serves
+    // the topics of the bundles it owns.
     std::unique_ptr<NodeRegistration> registration;
     std::unique_ptr<MetadataWatch> store_nodes;
+    std::unique_ptr<TopicOwnership> ownership;
     if (*cluster != nullptr) {
-      registration = RegisterNode(cluster->get(), kProxyKeyPrefix,
-                                  absl::StrCat(host(listen), ":", listener->getPort()), "", log);
+      std::string advertise = absl::GetFlag(FLAGS_advertise);
+      if (advertise.empty()) advertise = absl::StrCat(host(listen), ":", listener->getPort());
+      absl::StatusOr<std::unique_ptr<TopicOwnership>> owned =
+          TopicOwnership::Start({.metadata = cluster->get(),
+                                 .bundles = absl::GetFlag(FLAGS_bundles),
+                                 .self = advertise,
+                                 .session_timeout = SessionTimeout(),
+                                 .on_lost = nullptr,
+                                 .log = log});
+      if (!owned.ok()) {
+        kj::throwFatalException(StatusToException(absl::Status(
+            owned.status().code(),
+            absl::StrCat("starting topic ownership: ", owned.status().message()))));
+      }
+      ownership = *std::move(owned);
+      registration = RegisterNode(cluster->get(), kProxyKeyPrefix, advertise, "", log);
       absl::StatusOr<std::unique_ptr<MetadataWatch>> watch = (*cluster)->Watch(
           kStoreNodeKeyPrefix, WatchScope::kPrefix,
           [&cluster, log](const std::vector<KeyVersion>&) { LogStoreNodes(**cluster, log); });
@@ -619,6 +648,7 @@ int RunProxy() {
       // Below what the remote ledger set accepts without blocking the caller.
       proxy_options.max_in_flight_send_bytes = kMaxClientInFlightBytes / 2;
       proxy_options.dedup_window_bytes = dedup_window;
+      proxy_options.ownership = ownership.get();
       MetricsRegistry registry;
       proxy_options.metrics = &registry;
       MetricsHttpServer metrics_server(io.provider->getTimer(), &registry);

@@ -3,18 +3,22 @@
 // The proxy client (cairn/net/client.h): topic administration, one call at a time over the
 // connection (connection.h), and the doors to producers (producer.h) and consumers
 // (consumer.h).
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "cairn/net/client.h"
 #include "net/client/client_internal.h"
 #include "net/client/connection.h"
 #include "net/client/consumer.h"
 #include "net/client/producer.h"
+#include "net/moved.h"
 #include "net/schema/proxy.capnp.h"
 
 namespace cairn::net {
@@ -53,8 +57,8 @@ std::optional<TopicReplication> ReplicationFrom(rpc::TopicReplication::Reader r)
 // Thread-safe: every call goes to the connection's network thread and waits for its answer.
 class ClientImpl final : public Client {
  public:
-  explicit ClientImpl(std::unique_ptr<ClientConnection> connection)
-      : connection_(std::move(connection)) {}
+  ClientImpl(const ClientOptions& options, std::unique_ptr<ClientConnection> connection)
+      : options_(options), connection_(std::move(connection)) {}
 
   // ---- Client ----
 
@@ -241,15 +245,74 @@ class ClientImpl final : public Client {
 
   absl::StatusOr<std::unique_ptr<Producer>> CreateProducer(
       std::string_view topic, const ProducerOptions& options) override {
-    return internal::OpenProducer(*connection_, topic, options);
+    return OnOwner<Producer>(topic, [&](auto&& connection) {
+      return internal::OpenProducer(std::forward<decltype(connection)>(connection), topic,
+                                    options);
+    });
   }
 
   absl::StatusOr<std::unique_ptr<Consumer>> Subscribe(std::string_view topic,
                                                       const ConsumerOptions& options) override {
-    return internal::OpenConsumer(*connection_, topic, options);
+    return OnOwner<Consumer>(topic, [&](auto&& connection) {
+      return internal::OpenConsumer(std::forward<decltype(connection)>(connection), topic,
+                                    options);
+    });
   }
 
  private:
+  // Who serves `topic`: empty from a proxy that serves every topic (or one from before lookups).
+  absl::StatusOr<std::string> Lookup(std::string_view topic) {
+    std::string storage;
+    absl::StatusOr<std::string> owner =
+        connection_->Admin<std::string>([&](rpc::Proxy::Client& proxy) {
+          auto request = proxy.lookupRequest();
+          request.setTopic(Text(topic, storage));
+          return request.send().then([](capnp::Response<rpc::Proxy::LookupResults> response) {
+            return std::string(response.getOwner().cStr(), response.getOwner().size());
+          });
+        });
+    if (absl::IsUnimplemented(owner.status())) return std::string();
+    return owner;
+  }
+
+  // Opens a producer or consumer of `topic` with `open`: on the client's connection when its
+  // proxy serves every topic, else on a connection of its own bound to the topic, which follows
+  // the topic from proxy to proxy. A topic that moves while it opens is followed (a few times).
+  template <typename T, typename Open>
+  absl::StatusOr<std::unique_ptr<T>> OnOwner(std::string_view topic, Open&& open) {
+    absl::StatusOr<std::string> owner = Lookup(topic);
+    if (!owner.ok()) return owner.status();
+    if (owner->empty()) return open(*connection_);
+    // The owner may be gone, its bundle not yet taken over (the session timeout): try again
+    // until connect_timeout, as a reconnection would.
+    const auto deadline = std::chrono::steady_clock::now() + options_.connect_timeout;
+    auto delay = std::chrono::milliseconds(25);
+    while (true) {
+      ClientOptions bound = options_;
+      // The owner first; the others to ask when it goes.
+      bound.address = absl::StrCat(*owner, ",", options_.address);
+      absl::Status failed;
+      absl::StatusOr<std::unique_ptr<ClientConnection>> connection =
+          ClientConnection::Connect(bound, std::string(topic));
+      if (connection.ok()) {
+        absl::StatusOr<std::unique_ptr<T>> opened = open(*std::move(connection));
+        if (opened.ok() || !MovedTo(opened.status()).has_value()) return opened;
+        failed = opened.status();
+      } else {
+        failed = connection.status();
+      }
+      if (!absl::IsUnavailable(failed) || std::chrono::steady_clock::now() + delay >= deadline) {
+        return failed;
+      }
+      std::this_thread::sleep_for(delay);
+      delay = std::min(delay * 2, std::chrono::milliseconds(100));
+      owner = Lookup(topic);
+      if (!owner.ok()) return owner.status();
+      if (owner->empty()) return open(*connection_);
+    }
+  }
+
+  const ClientOptions options_;
   const std::unique_ptr<ClientConnection> connection_;
 };
 
@@ -258,7 +321,7 @@ class ClientImpl final : public Client {
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   absl::StatusOr<std::unique_ptr<ClientConnection>> connection = ClientConnection::Connect(options);
   if (!connection.ok()) return connection.status();
-  return std::make_unique<ClientImpl>(*std::move(connection));
+  return std::make_unique<ClientImpl>(options, *std::move(connection));
 }
 
 }  // namespace cairn::net

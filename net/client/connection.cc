@@ -9,6 +9,8 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "net/moved.h"
 #include "kj/debug.h"
 
 namespace cairn::net::internal {
@@ -22,15 +24,35 @@ bool IsConnectionLoss(const kj::Exception& exception) {
          std::string_view::npos;
 }
 
+// A call answered "moved": the topic is served by another proxy now.
+bool IsMoved(const kj::Exception& exception) {
+  return MovedTo(ExceptionToStatus(exception)).has_value();
+}
+
+std::vector<std::string> SplitAddresses(const std::string& addresses) {
+  std::vector<std::string> out = absl::StrSplit(addresses, ',', absl::SkipWhitespace());
+  if (out.empty()) out.push_back(addresses);
+  return out;
+}
+
 }  // namespace
 
+ClientConnection::ClientConnection(const ClientOptions& options, std::string topic,
+                                   std::unique_ptr<NetworkThread> thread)
+    : options_(options),
+      topic_(std::move(topic)),
+      proxies_(SplitAddresses(options.address)),
+      thread_(std::move(thread)) {
+  loop_.address = proxies_.front();
+}
+
 absl::StatusOr<std::unique_ptr<ClientConnection>> ClientConnection::Connect(
-    const ClientOptions& options) {
+    const ClientOptions& options, std::string topic) {
   absl::StatusOr<std::unique_ptr<NetworkThread>> thread =
       NetworkThread::Start("the cairn client", options.log);
   if (!thread.ok()) return thread.status();
-  auto connection =
-      std::unique_ptr<ClientConnection>(new ClientConnection(options, *std::move(thread)));
+  auto connection = std::unique_ptr<ClientConnection>(
+      new ClientConnection(options, std::move(topic), *std::move(thread)));
   absl::Status connected = connection->thread_->CallVoid([&self = *connection] {
     return self.ConnectAndPing(self.options_.connect_timeout)
         .then([&self](kj::Own<RpcConnection> rpc) { self.Install(kj::mv(rpc)); });
@@ -57,16 +79,76 @@ kj::Promise<void> ClientConnection::WhenConnected() {
 }
 
 bool ClientConnection::CheckLost(uint64_t generation, const kj::Exception& exception) {
-  if (!IsConnectionLoss(exception)) return false;
+  if (!IsConnectionLoss(exception) && !(!topic_.empty() && IsMoved(exception))) return false;
   Lost(generation, ExceptionToStatus(exception));
   return true;
 }
 
 kj::Promise<kj::Own<RpcConnection>> ClientConnection::ConnectAndPing(
     std::chrono::milliseconds timeout) {
-  return internal::ConnectAndPing(
-      thread_->io(), options_.address, timeout, [](RpcConnection& connection) {
-        return connection.Bootstrap<rpc::Proxy>().pingRequest().send().ignoreResult();
+  // The proxy of the last connection first, then the others in the order given.
+  std::vector<std::string> candidates{loop_.address};
+  for (const std::string& proxy : proxies_) {
+    if (proxy != loop_.address) candidates.push_back(proxy);
+  }
+  // One proxy that stopped answering must not take the whole time of the others.
+  if (candidates.size() > 1 && options_.heartbeat_timeout.count() > 0) {
+    timeout = std::min(timeout, options_.heartbeat_timeout);
+  }
+  return ConnectFrom(std::move(candidates), 0, timeout, absl::OkStatus());
+}
+
+kj::Promise<kj::Own<RpcConnection>> ClientConnection::PingOne(const std::string& address,
+                                                              std::chrono::milliseconds timeout) {
+  return internal::ConnectAndPing(thread_->io(), address, timeout, [](RpcConnection& connection) {
+    return connection.Bootstrap<rpc::Proxy>().pingRequest().send().ignoreResult();
+  });
+}
+
+kj::Promise<kj::Own<RpcConnection>> ClientConnection::ConnectFrom(
+    std::vector<std::string> candidates, size_t i, std::chrono::milliseconds timeout,
+    absl::Status first_error) {
+  const std::string address = candidates[i];
+  return PingOne(address, timeout)
+      .then([this, address, timeout](kj::Own<RpcConnection> connection) {
+        if (topic_.empty()) {
+          loop_.address = address;
+          return kj::Promise<kj::Own<RpcConnection>>(kj::mv(connection));
+        }
+        return FollowOwner(address, kj::mv(connection), timeout);
+      })
+      .catch_([this, candidates = std::move(candidates), i, timeout,
+               first_error](kj::Exception&& e) mutable -> kj::Promise<kj::Own<RpcConnection>> {
+        if (first_error.ok()) first_error = ExceptionToStatus(e);
+        if (i + 1 < candidates.size()) {
+          return ConnectFrom(std::move(candidates), i + 1, timeout, std::move(first_error));
+        }
+        if (candidates.size() > 1) {
+          first_error = absl::UnavailableError(absl::StrCat(
+              "no proxy of ", options_.address, " could be used; first: ", first_error.message()));
+        }
+        return StatusToException(first_error);
+      });
+}
+
+kj::Promise<kj::Own<RpcConnection>> ClientConnection::FollowOwner(
+    std::string address, kj::Own<RpcConnection> connection, std::chrono::milliseconds timeout) {
+  auto request = connection->Bootstrap<rpc::Proxy>().lookupRequest();
+  request.setTopic(kj::StringPtr(topic_.c_str(), topic_.size()));
+  return request.send()
+      .then([this, address, timeout, connection = kj::mv(connection)](
+                capnp::Response<rpc::Proxy::LookupResults> response) mutable
+            -> kj::Promise<kj::Own<RpcConnection>> {
+        const std::string owner(response.getOwner().cStr(), response.getOwner().size());
+        if (owner.empty() || owner == address) {
+          loop_.address = address;
+          return kj::mv(connection);
+        }
+        // Served elsewhere: go there (and from there on, reconnect there first).
+        return PingOne(owner, timeout).then([this, owner](kj::Own<RpcConnection> there) {
+          loop_.address = owner;
+          return kj::mv(there);
+        });
       });
 }
 
@@ -82,7 +164,7 @@ void ClientConnection::Install(kj::Own<RpcConnection> connection) {
   if (options_.heartbeat_interval.count() > 0) {
     loop_.heartbeat = std::make_unique<Heartbeat>(
         thread_->timer(),
-        HeartbeatOptions{.peer = options_.address,
+        HeartbeatOptions{.peer = loop_.address,
                          .interval = options_.heartbeat_interval,
                          .timeout = options_.heartbeat_timeout},
         [this] { return loop_.proxy->pingRequest().send().ignoreResult(); },
@@ -100,7 +182,7 @@ void ClientConnection::Install(kj::Own<RpcConnection> connection) {
 void ClientConnection::Lost(uint64_t generation, const absl::Status& cause) {
   if (generation != loop_.generation || loop_.state != State::kConnected) return;
   options_.log(LogLevel::kWarning,
-               absl::StrCat("lost the connection to the proxy at ", options_.address, " (",
+               absl::StrCat("lost the connection to the proxy at ", loop_.address, " (",
                             cause.message(), "); reconnecting"));
   for (SessionUser* user : std::vector<SessionUser*>(loop_.users)) user->ConnectionLost();
   // Before the proxy capability its pings use. Lost is never called from inside the heartbeat's
@@ -134,13 +216,14 @@ kj::Promise<void> ClientConnection::Reconnect(kj::TimePoint deadline, kj::Durati
       [this, deadline, delay, cause](kj::Exception&& e) -> kj::Promise<void> {
         if (thread_->timer().now() + delay >= deadline) {
           GiveUp(absl::UnavailableError(absl::StrCat(
-              "lost the connection to the proxy at ", options_.address, " (", cause.message(),
+              "lost the connection to the proxy at ", loop_.address, " (", cause.message(),
               ") and could not reconnect within ", options_.reconnect_timeout.count(),
               " ms: ", ExceptionToStatus(e).message())));
           return kj::READY_NOW;
         }
         return thread_->timer().afterDelay(delay).then([this, deadline, delay, cause] {
-          return Reconnect(deadline, std::min(delay * 2, kMaxReconnectDelay), cause);
+          const kj::Duration most = topic_.empty() ? kMaxReconnectDelay : kMaxFollowDelay;
+          return Reconnect(deadline, std::min(delay * 2, most), cause);
         });
       });
 }

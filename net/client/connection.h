@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -42,14 +43,23 @@ namespace cairn::net::internal {
 // re-subscribes too early (the proxy has not seen its old session leave) waits the first.
 inline constexpr kj::Duration kFirstReconnectDelay = 50 * kj::MILLISECONDS;
 inline constexpr kj::Duration kMaxReconnectDelay = 2 * kj::SECONDS;
+// For a connection bound to a topic: its topic is being taken over, which takes well under a
+// second, and its producers wait meanwhile.
+inline constexpr kj::Duration kMaxFollowDelay = 100 * kj::MILLISECONDS;
 
 // Thread-safety: thread(), options() and Admin() from any thread (Admin not from the network
 // thread); everything else on the network thread only.
 class ClientConnection {
  public:
   // Starts the network thread and connects for the first time (no back-off: a client that
-  // cannot connect fails at once).
-  static absl::StatusOr<std::unique_ptr<ClientConnection>> Connect(const ClientOptions& options);
+  // cannot connect fails at once), to the first of the proxies in options.address that answers.
+  //
+  // With a `topic`, the connection is bound to it, in a cluster of proxies: it goes to the proxy
+  // that serves the topic, found by asking the proxies (lookup) as it connects, and a call
+  // answered "moved" (net/moved.h) counts as a lost connection, so that the connection goes
+  // where the topic went and its producer or consumer carries on there.
+  static absl::StatusOr<std::unique_ptr<ClientConnection>> Connect(const ClientOptions& options,
+                                                                   std::string topic = "");
 
   // Drops the connection and stops the network thread. Every producer and consumer must have
   // been closed (they hold capabilities of the connection, and it borrows them).
@@ -99,12 +109,23 @@ class ClientConnection {
  private:
   enum class State { kConnected, kReconnecting, kDown };
 
-  ClientConnection(const ClientOptions& options, std::unique_ptr<NetworkThread> thread)
-      : options_(options), thread_(std::move(thread)) {}
+  ClientConnection(const ClientOptions& options, std::string topic,
+                   std::unique_ptr<NetworkThread> thread);
 
-  // Connects, and resolves once the proxy answered a ping: all within `timeout`, else fails
-  // with kUnavailable.
+  // Connects to the first of the candidates that answers a ping (for a bound connection: to the
+  // proxy it names as serving the topic); each attempt within `timeout`, else fails with
+  // kUnavailable.
   kj::Promise<kj::Own<RpcConnection>> ConnectAndPing(std::chrono::milliseconds timeout);
+  // Tries candidates[i...] in turn; `first_error` describes the first failure.
+  kj::Promise<kj::Own<RpcConnection>> ConnectFrom(std::vector<std::string> candidates, size_t i,
+                                                  std::chrono::milliseconds timeout,
+                                                  absl::Status first_error);
+  // On `connection` (to `address`), asks who serves topic_, and goes there if elsewhere.
+  kj::Promise<kj::Own<RpcConnection>> FollowOwner(std::string address,
+                                                  kj::Own<RpcConnection> connection,
+                                                  std::chrono::milliseconds timeout);
+  kj::Promise<kj::Own<RpcConnection>> PingOne(const std::string& address,
+                                              std::chrono::milliseconds timeout);
   void Install(kj::Own<RpcConnection> connection);
   void Lost(uint64_t generation, const absl::Status& cause);
   void StartReconnecting(const absl::Status& cause);
@@ -113,6 +134,8 @@ class ClientConnection {
 
   // Any thread: set before the client is handed out, read-only after.
   const ClientOptions options_;
+  const std::string topic_;                  // bound to it, if not empty
+  const std::vector<std::string> proxies_;   // options_.address, split at commas
   const std::unique_ptr<NetworkThread> thread_;
 
   // Owned by the network thread: only its event loop reads or writes these, so they need no
@@ -125,6 +148,7 @@ class ClientConnection {
     std::unique_ptr<Heartbeat> heartbeat;  // while connected, if heartbeats are on
     std::vector<kj::Own<kj::PromiseFulfiller<void>>> waiting;  // for a connection
     std::vector<SessionUser*> users;                           // borrowed
+    std::string address;  // of the proxy connected to (or last connected to)
   };
   LoopState loop_;
 };

@@ -676,7 +676,9 @@ class ConsumerCore final : public SessionUser {
 
 class ConsumerImpl final : public Consumer {
  public:
-  explicit ConsumerImpl(std::unique_ptr<ConsumerCore> core) : core_(std::move(core)) {}
+  explicit ConsumerImpl(std::unique_ptr<ConsumerCore> core,
+                        std::unique_ptr<ClientConnection> own_connection = nullptr)
+      : own_connection_(std::move(own_connection)), core_(std::move(core)) {}
   ~ConsumerImpl() override {
     if (!closed_) Close().IgnoreError();
   }
@@ -697,7 +699,12 @@ class ConsumerImpl final : public Consumer {
     return core_->Close();
   }
 
+ public:
+  void Own(std::unique_ptr<ClientConnection> connection) { own_connection_ = std::move(connection); }
+
  private:
+  // Declared first, so that it goes last: the core borrows it.
+  std::unique_ptr<ClientConnection> own_connection_;
   std::unique_ptr<ConsumerCore> core_;
   bool closed_ = false;
 };
@@ -748,6 +755,17 @@ absl::StatusOr<std::unique_ptr<Consumer>> OpenConsumer(ClientConnection& connect
   });
   if (!subscribed.ok()) return subscribed.status();
   return std::make_unique<ConsumerImpl>(std::move(core));
+}
+
+absl::StatusOr<std::unique_ptr<Consumer>> OpenConsumer(std::unique_ptr<ClientConnection> connection,
+                                                       std::string_view topic,
+                                                       const ConsumerOptions& options) {
+  absl::StatusOr<std::unique_ptr<Consumer>> opened = OpenConsumer(*connection, topic, options);
+  if (!opened.ok()) return opened.status();
+  // Re-wrapped with the connection it borrows.
+  auto* impl = static_cast<ConsumerImpl*>(opened->get());
+  impl->Own(std::move(connection));
+  return opened;
 }
 
 }  // namespace cairn::net::internal

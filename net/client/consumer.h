@@ -17,5 +17,10 @@ namespace cairn::net::internal {
 absl::StatusOr<std::unique_ptr<Consumer>> OpenConsumer(ClientConnection& connection,
                                                        std::string_view topic,
                                                        const ConsumerOptions& options);
+// The same on a connection of its own (bound to `topic`, ClientConnection::Connect), which the
+// consumer owns and closes after itself.
+absl::StatusOr<std::unique_ptr<Consumer>> OpenConsumer(std::unique_ptr<ClientConnection> connection,
+                                                       std::string_view topic,
+                                                       const ConsumerOptions& options);
 
 }  // namespace cairn::net::internal

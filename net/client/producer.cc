@@ -536,7 +536,9 @@ class ProducerCore final : public SessionUser {
 
 class ProducerImpl final : public Producer {
  public:
-  explicit ProducerImpl(std::unique_ptr<ProducerCore> core) : core_(std::move(core)) {}
+  explicit ProducerImpl(std::unique_ptr<ProducerCore> core,
+                        std::unique_ptr<ClientConnection> own_connection = nullptr)
+      : own_connection_(std::move(own_connection)), core_(std::move(core)) {}
   ~ProducerImpl() override {
     if (!closed_) Close().IgnoreError();
   }
@@ -554,7 +556,12 @@ class ProducerImpl final : public Producer {
     return core_->Close();
   }
 
+ public:
+  void Own(std::unique_ptr<ClientConnection> connection) { own_connection_ = std::move(connection); }
+
  private:
+  // Declared first, so that it goes last: the core borrows it.
+  std::unique_ptr<ClientConnection> own_connection_;
   std::unique_ptr<ProducerCore> core_;
   bool closed_ = false;
 };
@@ -585,6 +592,17 @@ absl::StatusOr<std::unique_ptr<Producer>> OpenProducer(ClientConnection& connect
   });
   if (!opened.ok()) return opened.status();
   return std::make_unique<ProducerImpl>(std::move(core));
+}
+
+absl::StatusOr<std::unique_ptr<Producer>> OpenProducer(std::unique_ptr<ClientConnection> connection,
+                                                       std::string_view topic,
+                                                       const ProducerOptions& options) {
+  absl::StatusOr<std::unique_ptr<Producer>> opened = OpenProducer(*connection, topic, options);
+  if (!opened.ok()) return opened.status();
+  // Re-wrapped with the connection it borrows.
+  auto* impl = static_cast<ProducerImpl*>(opened->get());
+  impl->Own(std::move(connection));
+  return opened;
 }
 
 }  // namespace internal

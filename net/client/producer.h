@@ -17,5 +17,10 @@ namespace cairn::net::internal {
 absl::StatusOr<std::unique_ptr<Producer>> OpenProducer(ClientConnection& connection,
                                                        std::string_view topic,
                                                        const ProducerOptions& options);
+// The same on a connection of its own (bound to `topic`, ClientConnection::Connect), which the
+// producer owns and closes after itself.
+absl::StatusOr<std::unique_ptr<Producer>> OpenProducer(std::unique_ptr<ClientConnection> connection,
+                                                       std::string_view topic,
+                                                       const ProducerOptions& options);
 
 }  // namespace cairn::net::internal

@@ -10,7 +10,7 @@
 
 namespace cairn::net {
 
-using internal::MutexLock;
+using cairn::internal::MutexLock;
 
 absl::StatusOr<std::unique_ptr<BundleOwnership>> BundleOwnership::Start(
     BundleOwnershipOptions options) {

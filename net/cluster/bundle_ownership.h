@@ -79,10 +79,10 @@ class BundleOwnership {
   const BundleLayout layout_;
 
   // Serializes Acquire and Release (they do I/O; mu_ is never held across it).
-  internal::Mutex op_mu_;
+  cairn::internal::Mutex op_mu_;
   std::unique_ptr<MetadataSession> session_ ABSL_GUARDED_BY(op_mu_);
 
-  mutable internal::Mutex mu_;
+  mutable cairn::internal::Mutex mu_;
   uint64_t session_generation_ ABSL_GUARDED_BY(mu_) = 0;
   bool session_live_ ABSL_GUARDED_BY(mu_) = false;
   std::map<uint32_t, uint64_t> owned_ ABSL_GUARDED_BY(mu_);      // bundle -> record version

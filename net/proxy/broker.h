@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -72,6 +73,9 @@ struct Topic {
   std::optional<ReplicationConfig> replication = std::nullopt;
   // Producers and consumers attached; the topic is not deleted while any is.
   std::atomic<uint64_t> users{0};
+  // Set once this proxy stopped serving the topic (Broker::Disown): its streams are closed, and
+  // its producers' and consumers' calls are answered with where it went.
+  std::atomic<bool> moved{false};
   std::atomic<uint64_t> messages_in{0};
   std::atomic<uint64_t> bytes_in{0};
   std::atomic<uint64_t> messages_out{0};
@@ -104,8 +108,23 @@ struct TopicStatsData {
   bool replication_of_topic = false;
 };
 
+// Which topics this proxy serves, in a cluster of proxies (net/cluster/topic_ownership.h).
+class TopicGate {
+ public:
+  virtual ~TopicGate() = default;
+  // OK if this proxy serves `topic`, taking it if nobody does; a MovedError (net/moved.h)
+  // otherwise. May block.
+  virtual absl::Status Claim(std::string_view topic) = 0;
+  // Whether this proxy serves `topic` now. No I/O.
+  virtual bool Serves(std::string_view topic) = 0;
+  // The MovedError for `topic`, naming its owner as last known. No I/O.
+  virtual absl::Status Moved(std::string_view topic) = 0;
+};
+
 struct BrokerOptions {
   uint64_t max_unacked_per_consumer = 50000;
+  // Borrowed; null: this proxy serves every topic.
+  TopicGate* gate = nullptr;
   LogFunction log = StderrLog();
 };
 
@@ -157,6 +176,16 @@ class Broker {
 
   // Persists cursors and closes every topic. Nothing may be attached any more.
   void CloseAll();
+
+  // Stops serving the open topics for which `of` is true: they are marked moved and forgotten
+  // (a later Acquire opens them again), their subscriptions' cursors persisted and their streams
+  // closed, so that their ledgers are closed for the next owner. Producers and consumers still
+  // attached keep the Topic until they go; their calls fail.
+  void Disown(const std::function<bool(std::string_view topic)>& of);
+  // OK, or the gate's MovedError if this proxy does not serve `name` (taking it if nobody does).
+  absl::Status Claim(std::string_view name) {
+    return options_.gate == nullptr ? absl::OkStatus() : options_.gate->Claim(name);
+  }
 
   // ---- Subscriptions (subscriptions.cc) ----
 

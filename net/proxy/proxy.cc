@@ -1,6 +1,7 @@
 // Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
 #include "net/proxy/proxy.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -17,7 +18,10 @@
 #include "net/metrics/metrics.h"
 #include "net/net_status.h"
 #include "net/producer_stamp.h"
+#include "net/moved.h"
 #include "net/proxy/broker.h"
+#include "net/cluster/topic_ownership.h"
+#include "net/proxy/ownership_gate.h"
 #include "net/proxy/producer_sequences.h"
 #include "net/proxy/producer_sequences_loading.h"
 #include "net/proxy/send_stages.h"
@@ -172,8 +176,12 @@ struct Service final : public kj::TaskSet::ErrorHandler,
                        public std::enable_shared_from_this<Service> {
   Service(LedgerSet* ledgers, MetadataStore* metadata, const ProxyOptions& options)
       : options(options),
+        gate(options.ownership == nullptr
+                 ? nullptr
+                 : std::make_unique<internal::OwnershipGate>(*options.ownership)),
         broker(ledgers, metadata,
                internal::BrokerOptions{.max_unacked_per_consumer = options.max_unacked_per_consumer,
+                                       .gate = gate.get(),
                                        .log = options.log}),
         blocking(options.blocking_threads),
         receives(options.receive_threads),
@@ -183,6 +191,49 @@ struct Service final : public kj::TaskSet::ErrorHandler,
   void taskFailed(kj::Exception&& exception) override {
     options.log(LogLevel::kWarning,
                 absl::StrCat("proxy: ", ExceptionToStatus(exception).ToString()));
+  }
+
+  // Pool thread: stops serving the topics of `bundles` (net/cluster/topic_ownership.h).
+  void Disown(const std::vector<uint32_t>& bundles) {
+    TopicOwnership& ownership = gate->ownership();
+    broker.Disown([&](std::string_view topic) {
+      return std::find(bundles.begin(), bundles.end(), ownership.BundleOf(topic)) !=
+             bundles.end();
+    });
+  }
+
+  // Pool thread: the `unload` call. `target` names a topic or a bundle.
+  absl::StatusOr<std::string> Unload(const std::string& target, const std::string& to) {
+    TopicOwnership& ownership = gate->ownership();
+    absl::StatusOr<uint32_t> bundle = ownership.layout().Parse(target);
+    if (!bundle.ok()) {
+      if (absl::Status ok = internal::CheckTopicName(target); !ok.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "unload takes a topic or a bundle (as \"", ownership.layout().Name(0), "\"), not \"",
+            target, "\""));
+      }
+      bundle = ownership.BundleOf(target);
+    }
+    const std::string name = ownership.layout().Name(*bundle);
+    if (!ownership.bundles().Owns(*bundle)) {
+      return absl::NotFoundError(
+          absl::StrCat("this proxy (", ownership.self(), ") does not own bundle ", name));
+    }
+    if (to == ownership.self()) {
+      return absl::InvalidArgumentError("a bundle is unloaded to another proxy, not to its owner");
+    }
+    // Sends stop and the ledgers close here, before the bundle's record goes.
+    Disown({*bundle});
+    if (absl::Status unloaded = ownership.Unload(*bundle, to); !unloaded.ok()) return unloaded;
+    options.log(LogLevel::kInfo, absl::StrCat("unloaded bundle ", name,
+                                              to.empty() ? std::string() : " to " + to));
+    return name;
+  }
+
+  // What a call on a topic this proxy stopped serving (Topic::moved) is answered.
+  absl::Status Moved(const Topic& topic) {
+    if (gate != nullptr) return gate->Moved(topic.name);
+    return absl::FailedPreconditionError(absl::StrCat("topic ", topic.name, " was closed"));
   }
 
   kj::Promise<void> WhenIdle() {
@@ -250,6 +301,7 @@ struct Service final : public kj::TaskSet::ErrorHandler,
 
 
   const ProxyOptions options;
+  const std::unique_ptr<internal::OwnershipGate> gate;  // in a cluster; before the broker
   Broker broker;
   ThreadPool blocking;
   ThreadPool receives;
@@ -374,6 +426,7 @@ class ProducerImpl final : public rpc::Producer::Server {
     auto params = context.getParams();
     const uint32_t partition = params.getPartition();
     Topic& topic = *state_->topic;
+    if (topic.moved.load(std::memory_order_relaxed)) ThrowStatus(state_->service.Moved(topic));
     if (partition >= topic.partitions.size()) {
       ThrowStatus(absl::InvalidArgumentError(
           absl::StrCat("topic ", topic.name, " has ", topic.partitions.size(),
@@ -424,9 +477,13 @@ class ProducerImpl final : public rpc::Producer::Server {
       });
     }
     return reply.promise.then(
-        [&service, arrived, context](absl::StatusOr<StreamAppendResult> result) mutable {
+        [&service, topic = state_->topic, arrived,
+         context](absl::StatusOr<StreamAppendResult> result) mutable {
           service.stages->Total(Clock::now() - arrived);
-          if (!result.ok()) ThrowStatus(result.status());
+          if (!result.ok()) {
+            // Its stream closed under it as the topic moved: the client sends it again there.
+            ThrowStatus(topic->moved.load() ? service.Moved(*topic) : result.status());
+          }
           context.getResults().setFirstOffset(result->first_offset);
           context.getResults().setLastOffset(result->last_offset);
         });
@@ -686,6 +743,7 @@ class ConsumerImpl final : public rpc::Consumer::Server {
  private:
   void CheckNotLeft() const {
     if (left_) ThrowStatus(absl::FailedPreconditionError("the consumer has left the subscription"));
+    if (topic_->moved.load(std::memory_order_relaxed)) ThrowStatus(service_.Moved(*topic_));
   }
 
   const std::shared_ptr<Service> keep_alive_;  // see Service
@@ -910,6 +968,37 @@ class ProxyImpl final : public rpc::Proxy::Server {
   // The client's heartbeat: proves the proxy's event loop runs, nothing more.
   kj::Promise<void> ping(PingContext) override { return kj::READY_NOW; }
 
+  kj::Promise<void> lookup(LookupContext context) override {
+    if (service_.gate == nullptr) return kj::READY_NOW;  // every topic is served here
+    const std::string topic(Text(context.getParams().getTopic()));
+    if (absl::Status ok = internal::CheckTopicName(topic); !ok.ok()) ThrowStatus(ok);
+    return RunBlocking(service_.blocking,
+                       [&ownership = service_.gate->ownership(), topic]() {
+                         return ownership.Lookup(topic);
+                       })
+        .then([context](absl::StatusOr<std::string> owner) mutable {
+          if (!owner.ok()) ThrowStatus(owner.status());
+          context.getResults().setOwner(*owner);
+        });
+  }
+
+  kj::Promise<void> unload(UnloadContext context) override {
+    if (service_.gate == nullptr) {
+      ThrowStatus(absl::FailedPreconditionError(
+          "this proxy serves every topic itself: it owns no bundles to unload"));
+    }
+    const std::string target(Text(context.getParams().getTarget()));
+    const std::string to(Text(context.getParams().getTo()));
+    return RunBlocking(service_.blocking,
+                       [&service = service_, target, to]() -> absl::StatusOr<std::string> {
+                         return service.Unload(target, to);
+                       })
+        .then([context](absl::StatusOr<std::string> bundle) mutable {
+          if (!bundle.ok()) ThrowStatus(bundle.status());
+          context.getResults().setBundle(*bundle);
+        });
+  }
+
   kj::Promise<void> readCompacted(ReadCompactedContext context) override {
     auto params = context.getParams();
     const std::string topic(Text(params.getTopic()));
@@ -975,6 +1064,21 @@ struct ProxyServer::Impl {
                     options.log, "proxy") {
     RegisterMetrics(options.metrics, service_ptr);
     ticker = Tick(timer).eagerlyEvaluate(nullptr);
+    if (options.ownership != nullptr) {
+      // Bundles lost behind this proxy's back: reported on a thread of the metadata store's,
+      // where the broker's calls to that store could wait on that very thread.
+      options.ownership->OnDisown([weak = std::weak_ptr<Service>(service_ptr)](
+                                      const std::vector<uint32_t>& bundles) {
+        std::shared_ptr<Service> s = weak.lock();
+        if (s == nullptr) return;
+        s->blocking.Submit([s, bundles] { s->Disown(bundles); });
+      });
+    }
+  }
+
+  // Before the pools stop: no disowning is queued after this.
+  void StopOwnership() {
+    if (service.options.ownership != nullptr) service.options.ownership->OnDisown(nullptr);
   }
 
   // Samples rates and persists acknowledgements once a tick; applies retention once every
@@ -1030,6 +1134,7 @@ ProxyServer::~ProxyServer() {
   // Connections first: their capabilities borrow the service.
   impl_->connections.DropAll();
   impl_->ticker = nullptr;
+  impl_->StopOwnership();
   impl_->service.receives.Stop();
   impl_->service.blocking.Stop();
   impl_->service.broker.CloseAll();
@@ -1044,6 +1149,7 @@ void ProxyServer::Accept(kj::Own<kj::AsyncIoStream> connection) {
 kj::Promise<void> ProxyServer::Shutdown() {
   impl_->connections.DropAll();
   impl_->ticker = nullptr;
+  impl_->StopOwnership();
   return impl_->service.WhenIdle().then([this]() {
     // Receives wait at most kMaxWaitSliceUs; the consumers' leaving tasks persist cursors.
     impl_->service.receives.Stop();

@@ -29,6 +29,7 @@
 namespace cairn::net {
 
 class MetricsRegistry;
+class TopicOwnership;
 
 struct ProxyOptions {
   // Threads for blocking calls: opening topics and subscriptions, admin, acknowledgements.
@@ -52,6 +53,9 @@ struct ProxyOptions {
   // that a partition that takes no sends ages out too: its ledger being written is closed once
   // it is past the policy (Stream::ApplyRetention). Retention also runs at every roll-over.
   std::chrono::milliseconds retention_interval = std::chrono::seconds(30);
+  // In a cluster of proxies: which topics this one serves (net/cluster/topic_ownership.h), and
+  // `lookup` and `unload` answer from it. Borrowed, must outlive the server; null: every topic.
+  TopicOwnership* ownership = nullptr;
   // Where the proxy registers its metrics (docs/proxy.md lists them); borrowed, may be null.
   MetricsRegistry* metrics = nullptr;
   LogFunction log = StderrLog();

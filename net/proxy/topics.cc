@@ -37,6 +37,7 @@ absl::Status Broker::CreateTopic(std::string_view name, const TopicSettings& ask
     return absl::InvalidArgumentError(absl::StrCat("a topic has 1 to ", kMaxPartitions,
                                                    " partitions, not ", asked.partitions));
   }
+  if (absl::Status claimed = Claim(name); !claimed.ok()) return claimed;
   TopicSettings settings = asked;
   if (replication.any()) {
     absl::StatusOr<std::optional<ReplicationConfig>> config =
@@ -148,10 +149,57 @@ absl::StatusOr<std::shared_ptr<Topic>> Broker::OpenLocked(std::string_view name)
 }
 
 absl::StatusOr<std::shared_ptr<Topic>> Broker::Acquire(std::string_view name) {
+  if (absl::Status claimed = Claim(name); !claimed.ok()) return claimed;
   MutexLock lock(mu_);
+  // The bundle may have gone between the claim and now; a Disown after this finds the topic.
+  if (options_.gate != nullptr && !options_.gate->Serves(name)) return options_.gate->Moved(name);
   absl::StatusOr<std::shared_ptr<Topic>> topic = OpenLocked(name);
   if (topic.ok()) (*topic)->users.fetch_add(1);
   return topic;
+}
+
+void Broker::Disown(const std::function<bool(std::string_view topic)>& of) {
+  std::vector<std::shared_ptr<Topic>> gone;
+  {
+    MutexLock lock(mu_);
+    for (auto it = topics_.begin(); it != topics_.end();) {
+      if (!of(it->first)) {
+        ++it;
+        continue;
+      }
+      it->second->moved.store(true);
+      gone.push_back(std::move(it->second));
+      it = topics_.erase(it);
+    }
+  }
+  for (const std::shared_ptr<Topic>& topic : gone) {
+    {
+      MutexLock subs(topic->subscriptions_mu);
+      for (auto& [name, sub] : topic->subscriptions) {
+        // What was acknowledged here goes to the next owner; a proxy that lost the bundle
+        // behind its back is refused (the cursors' versions moved on).
+        if (absl::Status persisted = Persist(*sub); !persisted.ok()) {
+          options_.log(LogLevel::kWarning,
+                       absl::StrCat("topic ", topic->name, " moved: persisting subscription ",
+                                    name, ": ", persisted.ToString()));
+        }
+      }
+    }
+    MutexLock retention(topic->retention_mu);
+    for (auto& partition : topic->partitions) {
+      {
+        MutexLock lock(partition->compactor_mu);
+        if (partition->compactor != nullptr) partition->compactor->Stop();
+      }
+      // Closed but kept: sends still under way on the event loop fail instead of finding none.
+      if (partition->stream == nullptr) continue;
+      if (absl::Status closed = partition->stream->Close(); !closed.ok()) {
+        options_.log(LogLevel::kWarning, absl::StrCat("topic ", topic->name,
+                                                      " moved: closing its streams: ",
+                                                      closed.ToString()));
+      }
+    }
+  }
 }
 
 absl::Status Broker::CloseTopic(Topic& topic) {
@@ -175,6 +223,7 @@ absl::Status Broker::CloseTopic(Topic& topic) {
 
 absl::Status Broker::DeleteTopic(std::string_view name) {
   if (absl::Status ok = CheckTopicName(name); !ok.ok()) return ok;
+  if (absl::Status claimed = Claim(name); !claimed.ok()) return claimed;
   MutexLock lock(mu_);
   absl::StatusOr<VersionedValue> record = metadata_->Get(TopicKey(name));
   if (absl::IsNotFound(record.status())) return TopicNotFound(name);

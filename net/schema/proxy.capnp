@@ -185,6 +185,20 @@ interface Proxy {
   # Answered at once, touching nothing: the client's heartbeat (net/client/heartbeat.h), which
   # tells a proxy that stopped answering from one that is merely idle.
   ping @10 () -> ();
+
+  # In a cluster of proxies (docs/cluster.md): the address of the proxy that serves `topic`,
+  # this one's if it owns the topic's bundle or took it now (it had no owner); empty from a proxy
+  # that serves every topic itself. kUnavailable when it cannot tell now: ask again, or another.
+  # Calls about a topic this proxy does not serve fail with kUnavailable naming the owner
+  # ("[moved to host:port]", net/moved.h).
+  lookup @11 (topic :Text) -> (owner :Text);
+
+  # Hands the bundle of `target` (a topic, or a bundle's name as "00000000-0fffffff") to
+  # the proxy at `to` (empty: whichever proxy is asked first): this proxy stops taking sends for
+  # its topics, closes their ledgers and gives the bundle up, and their producers and consumers
+  # are told where to go. Returns the bundle's name. kFailedPrecondition from a proxy that does
+  # not own bundles, kNotFound if it does not own that one.
+  unload @12 (target :Text, to :Text) -> (bundle :Text);
 }
 
 interface Producer {

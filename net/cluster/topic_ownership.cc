@@ -1,0 +1,96 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+#include "net/cluster/topic_ownership.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace cairn::net {
+
+using cairn::internal::MutexLock;
+
+absl::StatusOr<std::unique_ptr<TopicOwnership>> TopicOwnership::Start(
+    BundleOwnershipOptions options) {
+  std::unique_ptr<TopicOwnership> ownership(new TopicOwnership());
+  TopicOwnership* self = ownership.get();
+  LogFunction log = options.log;
+  options.on_lost = [self, log](const std::vector<uint32_t>& bundles, const absl::Status& why) {
+    if (log) {
+      log(LogLevel::kWarning, absl::StrCat("lost ", bundles.size(),
+                                           " bundles; no longer serving their topics: ",
+                                           why.message()));
+    }
+    self->Disowned(bundles);
+  };
+  absl::StatusOr<std::unique_ptr<BundleOwnership>> bundles =
+      BundleOwnership::Start(std::move(options));
+  if (!bundles.ok()) return bundles.status();
+  ownership->bundles_ = *std::move(bundles);
+  return ownership;
+}
+
+TopicOwnership::~TopicOwnership() {
+  // First: no loss is reported after this.
+  bundles_.reset();
+}
+
+absl::StatusOr<std::string> TopicOwnership::Lookup(std::string_view topic) {
+  const uint32_t bundle = BundleOf(topic);
+  if (bundles_->Owns(bundle)) return self();
+  {
+    MutexLock lock(mu_);
+    auto it = handed_off_.find(bundle);
+    if (it != handed_off_.end()) {
+      if (std::chrono::steady_clock::now() < it->second.until) {
+        // Taken by the proxy it went to, or not yet: either way, that is where to go.
+        std::string owner = bundles_->OwnerOf(bundle);
+        if (owner.empty()) owner = it->second.to;
+        if (owner.empty()) {
+          return absl::UnavailableError(absl::StrCat(
+              "bundle ", layout().Name(bundle), " was unloaded from this proxy moments ago"));
+        }
+        return owner;
+      }
+      handed_off_.erase(it);
+    }
+  }
+  return bundles_->Acquire(bundle);
+}
+
+std::string TopicOwnership::OwnerOf(std::string_view topic) {
+  const uint32_t bundle = BundleOf(topic);
+  std::string owner = bundles_->OwnerOf(bundle);
+  if (!owner.empty()) return owner;
+  MutexLock lock(mu_);
+  auto it = handed_off_.find(bundle);
+  return it == handed_off_.end() ? std::string() : it->second.to;
+}
+
+absl::Status TopicOwnership::Unload(uint32_t bundle, const std::string& to) {
+  if (bundle >= layout().count()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bundle ", bundle, " of ", layout().count(), " does not exist"));
+  }
+  if (!bundles_->Owns(bundle)) return absl::OkStatus();
+  if (!to.empty()) {
+    MutexLock lock(mu_);
+    handed_off_[bundle] = {.to = to,
+                           .until = std::chrono::steady_clock::now() + kHandOff};
+  }
+  // Serving stops (and the ledgers close) before the record goes: nobody else can take the
+  // bundle while this proxy still appends to its topics.
+  Disowned({bundle});
+  return bundles_->Release(bundle);
+}
+
+void TopicOwnership::OnDisown(std::function<void(const std::vector<uint32_t>&)> on_disown) {
+  MutexLock lock(callback_mu_);
+  on_disown_ = std::move(on_disown);
+}
+
+void TopicOwnership::Disowned(const std::vector<uint32_t>& bundles) {
+  MutexLock lock(callback_mu_);
+  if (on_disown_) on_disown_(bundles);
+}
+
+}  // namespace cairn::net
