@@ -14,8 +14,9 @@
 # messages produced through the first proxy, a store node of the ledger's ensemble killed, more
 # messages produced (the proxy replaces the node: the producer sees no error), everything consumed
 # through the second proxy, the ledger's record shown (its second fragment names the replacement),
-# and the killed node started again. Topic ownership across proxies is not built yet: give each
-# topic one proxy to produce through.
+# and the killed node started again. Each topic is served by the proxy that owns its bundle: the
+# other sends clients there (`--proxy 127.0.0.1:7120,127.0.0.1:7121` lets a client start at
+# either), and takes the topic over within about a second when the owner dies (docs/cluster.md).
 #
 # Ports on 127.0.0.1: ZooKeeper $CAIRN_ZK_PORT (default 2181), store nodes from 7110, proxies
 # 7120 and 7121; metrics off.
@@ -143,7 +144,7 @@ if (exec 3<>"/dev/tcp/127.0.0.1/$zk_port") 2>/dev/null; then
 fi
 mkdir -p "$data/zookeeper/data"
 cat >"$data/zookeeper/zoo.cfg" <<EOF
-tickTime=500
+tickTime=200
 initLimit=20
 syncLimit=10
 dataDir=$data/zookeeper/data
@@ -184,7 +185,7 @@ proxies=()
 for i in 0 1; do
   spawn "proxy-$i" "$data/proxy-$i.log" "$cairnd" proxy --stores registered --metadata "$zk" \
     --ensemble 3 --write-quorum 3 --ack-quorum 2 --replica-timeout-ms 1000 \
-    --listen "127.0.0.1:712$i" --metrics-listen none
+    --session-timeout-ms 1000 --listen "127.0.0.1:712$i" --metrics-listen none
   proxies+=("$(wait_for "$data/proxy-$i.log" '.*proxy listening on \([0-9.]*:[0-9]*\).*' "$!")")
   echo "proxy       ${proxies[i]}   (log $data/proxy-$i.log)"
 done

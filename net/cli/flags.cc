@@ -12,7 +12,9 @@ ABSL_FLAG(std::string, journal_dir, "",
 ABSL_FLAG(bool, json, false, "Print the result as one JSON object on standard output.");
 
 ABSL_FLAG(std::string, proxy, "127.0.0.1:7020",
-          "host:port of the proxy (cairnd proxy or cairnd standalone).");
+          "host:port of the proxy (cairnd proxy or cairnd standalone); in a cluster, several "
+          "separated by commas: the first that answers is used, and each topic is followed to "
+          "the proxy that serves it.");
 ABSL_FLAG(uint64_t, reconnect_timeout_ms, 30000,
           "After losing the proxy, try to reconnect for this long before failing the sends "
           "and receives that wait for it.");

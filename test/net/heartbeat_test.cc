@@ -101,7 +101,8 @@ TEST_CASE("heartbeat: a ping never answered reports the peer lost once, after th
   thread->Stop();
 }
 
-TEST_CASE("heartbeat: a peer that keeps sending is alive while its answer is late; silent, lost",
+TEST_CASE(
+    "heartbeat: a peer that keeps sending is alive while its answer is late and lost once silent",
           "[net][heartbeat]") {
   // The ping's answer queues behind what the peer sends (replies to a pipeline of appends): as
   // long as bytes arrive, the peer is busy, not gone.

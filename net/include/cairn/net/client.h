@@ -63,7 +63,9 @@
 namespace cairn::net {
 
 struct ClientOptions {
-  // "host:port" of the proxy.
+  // "host:port" of the proxy; in a cluster of proxies, several separated by commas: the client
+  // connects to the first that answers, and each producer and consumer follows its topic to the
+  // proxy that serves it (docs/cluster.md).
   std::string address = "127.0.0.1:7020";
   // How long one connection attempt may take, up to the proxy's answer to a first ping: a proxy
   // that accepts the connection but does not answer (stopped, or still starting) fails it with

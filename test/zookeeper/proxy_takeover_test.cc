@@ -1,0 +1,230 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// Topic ownership across real proxies on ZooKeeper: a client sent to the owner by a proxy that
+// is not, a producer that carries on through another proxy when the owner is killed (SIGKILL)
+// or hangs (SIGSTOP, and SIGCONT later: the zombie), and a graceful unload. Each checks that
+// every acknowledged message is consumed exactly once and that nothing hung.
+#include <signal.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cairn/net/client.h"
+#include "test/net/net_fixtures.h"
+#include "test/zookeeper/zookeeper_server.h"
+
+namespace cairn::net {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// ZooKeeper, one store node and two proxies whose sessions time out after 1 s.
+struct TwoProxies {
+  cairn::testing::ZooKeeperEnsemble zk{1};
+  cairn::testing::TempDir temp;
+  std::string uri = "zk://" + zk.servers() + "/cairn/takeover";
+  std::unique_ptr<testing::Daemon> store;
+  std::unique_ptr<testing::Daemon> proxies[2];
+
+  TwoProxies() {
+    std::filesystem::create_directories(temp.path() + "/store");
+    store = std::make_unique<testing::Daemon>(
+        temp.path() + "/store", temp.path() + "/store.log",
+        std::vector<std::string>{"--metadata", uri, "--session-timeout-ms", "2000",
+                                 "--metadata-dir", "none"});
+    for (int i = 0; i < 2; ++i) Start(i);
+  }
+
+  void Start(int i) {
+    proxies[i] = std::make_unique<testing::Daemon>(
+        std::vector<std::string>{"proxy", "--store", store->address(), "--metadata", uri,
+                                 "--session-timeout-ms", "1000", "--bundles", "4", "--listen",
+                                 "127.0.0.1:0", "--metrics-listen", "none"},
+        temp.path() + "/proxy-" + std::to_string(i) + ".log");
+  }
+
+  // Both proxies, the first first.
+  std::string addresses() const {
+    return proxies[0]->address() + "," + proxies[1]->address();
+  }
+};
+
+std::unique_ptr<Client> Connect(const std::string& address) {
+  ClientOptions options;
+  options.address = address;
+  options.log = NullLog();
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  INFO(client.status().ToString());
+  REQUIRE(client.ok());
+  return *std::move(client);
+}
+
+// Sends "m<i>" for i in [0, count) at about `per_second`, calling `at(i)` before each send;
+// returns the values acknowledged and the errors seen. Never fails a Catch assertion itself off
+// the calling thread.
+struct Produced {
+  std::mutex mu;
+  std::set<std::string> acknowledged;
+  std::vector<std::string> errors;
+  std::optional<Clock::time_point> first_ack_after;  // of the moment marked by Mark()
+  std::optional<Clock::time_point> marked;
+
+  void Mark() {
+    std::lock_guard lock(mu);
+    marked = Clock::now();
+  }
+};
+
+void Produce(Producer& producer, int count, int per_second, Produced& out,
+             const std::function<void(int)>& at) {
+  const auto start = Clock::now();
+  for (int i = 0; i < count; ++i) {
+    at(i);
+    std::this_thread::sleep_until(start + i * std::chrono::microseconds(1000000 / per_second));
+    const std::string value = "m" + std::to_string(i);
+    producer.SendAsync({.key = std::nullopt, .value = value},
+                       [&out, value](absl::StatusOr<MessageId> id) {
+                         std::lock_guard lock(out.mu);
+                         if (!id.ok()) {
+                           out.errors.push_back(id.status().ToString());
+                           return;
+                         }
+                         out.acknowledged.insert(value);
+                         if (out.marked && !out.first_ack_after) out.first_ack_after = Clock::now();
+                       });
+  }
+}
+
+// Every message of `topic` from the start, through `address`: value -> times seen.
+std::map<std::string, int> ConsumeAll(const std::string& address, const std::string& topic,
+                                      size_t expected) {
+  std::unique_ptr<Client> client = Connect(address);
+  ConsumerOptions options;
+  options.subscription = "check";
+  options.type = SubscriptionType::kExclusive;
+  absl::StatusOr<std::unique_ptr<Consumer>> consumer = client->Subscribe(topic, options);
+  INFO(consumer.status().ToString());
+  REQUIRE(consumer.ok());
+  std::map<std::string, int> seen;
+  size_t total = 0;
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (Clock::now() < deadline) {
+    absl::StatusOr<std::optional<Message>> message = (*consumer)->Receive(milliseconds(500));
+    REQUIRE(message.ok());
+    if (!message->has_value()) {
+      if (total >= expected) break;
+      continue;
+    }
+    ++seen[(*message)->value];
+    ++total;
+  }
+  REQUIRE((*consumer)->Close().ok());
+  return seen;
+}
+
+void CheckExactlyOnce(const Produced& produced, const std::map<std::string, int>& seen) {
+  INFO("errors: " << produced.errors.size()
+                  << (produced.errors.empty() ? "" : " first: " + produced.errors.front()));
+  CHECK(produced.errors.empty());
+  size_t missing = 0;
+  for (const std::string& value : produced.acknowledged) missing += !seen.contains(value);
+  CHECK(missing == 0);
+  size_t twice = 0;
+  for (const auto& [value, times] : seen) twice += times > 1;
+  CHECK(twice == 0);
+}
+
+TEST_CASE("takeover: a proxy sends clients to the topic's owner and when it is killed another takes over",
+          "[zookeeper][daemon][takeover]") {
+  if (!cairn::testing::RequireZooKeeper()) return;
+  TwoProxies cluster;
+  std::unique_ptr<Client> client = Connect(cluster.addresses());
+  TopicConfig config;
+  config.partitions = 2;
+  // Through the first proxy: it takes the topic's bundle.
+  REQUIRE(client->CreateTopic("orders", config).ok());
+
+  // A client of the second proxy alone is sent to the first, the owner.
+  {
+    std::unique_ptr<Client> other = Connect(cluster.proxies[1]->address());
+    absl::StatusOr<std::unique_ptr<Producer>> producer = other->CreateProducer("orders");
+    INFO(producer.status().ToString());
+    REQUIRE(producer.ok());
+    REQUIRE((*producer)->Send({.key = std::nullopt, .value = "via-the-other"}).ok());
+    REQUIRE((*producer)->Close().ok());
+  }
+
+  absl::StatusOr<std::unique_ptr<Producer>> producer = client->CreateProducer("orders");
+  REQUIRE(producer.ok());
+  Produced produced;
+  Produce(**producer, 3000, 1000, produced, [&](int i) {
+    if (i == 1000) {
+      produced.Mark();
+      cluster.proxies[0]->Kill();
+    }
+  });
+  const absl::Status flushed = (*producer)->Flush();
+  INFO(flushed.ToString());
+  CHECK(flushed.ok());
+  REQUIRE((*producer)->Close().ok());
+  {
+    std::lock_guard lock(produced.mu);
+    REQUIRE(produced.first_ack_after.has_value());
+    WARN("first acknowledgement " << std::chrono::duration_cast<milliseconds>(
+                                         *produced.first_ack_after - *produced.marked)
+                                         .count()
+                                  << " ms after the owner's SIGKILL");
+  }
+  std::map<std::string, int> seen =
+      ConsumeAll(cluster.proxies[1]->address(), "orders", produced.acknowledged.size() + 1);
+  CHECK(seen.contains("via-the-other"));
+  seen.erase("via-the-other");
+  CheckExactlyOnce(produced, seen);
+  CHECK(produced.acknowledged.size() == 3000);
+  CHECK(cluster.proxies[1]->Terminate() == 0);
+}
+
+TEST_CASE("takeover: a hung owner is replaced and once resumed it stores nothing (zombie)",
+          "[zookeeper][daemon][takeover]") {
+  if (!cairn::testing::RequireZooKeeper()) return;
+  TwoProxies cluster;
+  std::unique_ptr<Client> client = Connect(cluster.addresses());
+  REQUIRE(client->CreateTopic("payments", TopicConfig{}).ok());
+  absl::StatusOr<std::unique_ptr<Producer>> producer = client->CreateProducer("payments");
+  REQUIRE(producer.ok());
+  Produced produced;
+  Produce(**producer, 4000, 1000, produced, [&](int i) {
+    if (i == 1000) {
+      produced.Mark();
+      cluster.proxies[0]->Signal(SIGSTOP);
+    }
+    // Resumed well after the other proxy took over: it must notice and serve nothing more.
+    if (i == 3000) cluster.proxies[0]->Signal(SIGCONT);
+  });
+  const absl::Status flushed = (*producer)->Flush();
+  INFO(flushed.ToString());
+  CHECK(flushed.ok());
+  REQUIRE((*producer)->Close().ok());
+  // The zombie noticed that its bundles were gone.
+  cluster.proxies[0]->WaitForLog("lost [0-9]* bundles");
+  std::map<std::string, int> seen =
+      ConsumeAll(cluster.addresses(), "payments", produced.acknowledged.size());
+  CheckExactlyOnce(produced, seen);
+  CHECK(produced.acknowledged.size() == 4000);
+  CHECK(cluster.proxies[0]->Terminate() == 0);
+  CHECK(cluster.proxies[1]->Terminate() == 0);
+}
+
+}  // namespace
+}  // namespace cairn::net
