@@ -15,13 +15,16 @@ constexpr std::string_view kMarker = "[moved to ";
 }  // namespace
 
 absl::Status MovedError(std::string_view topic, std::string_view owner) {
+  return ServedElsewhere(absl::StrCat("topic ", Sv(topic)), owner);
+}
+
+absl::Status ServedElsewhere(std::string_view what, std::string_view owner) {
   if (owner.empty()) {
     return absl::UnavailableError(
-        absl::StrCat("topic ", Sv(topic), " is between owners; ask again ", Sv(kMarker), "]"));
+        absl::StrCat(Sv(what), " is between owners; ask again ", Sv(kMarker), "]"));
   }
-  return absl::UnavailableError(
-      absl::StrCat("topic ", Sv(topic), " is served by the proxy at ", Sv(owner), " ", Sv(kMarker),
-                   Sv(owner), "]"));
+  return absl::UnavailableError(absl::StrCat(Sv(what), " is served by the proxy at ", Sv(owner),
+                                             " ", Sv(kMarker), Sv(owner), "]"));
 }
 
 std::optional<std::string> MovedTo(const absl::Status& status) {

@@ -17,6 +17,8 @@ namespace cairn::net {
 // kUnavailable: `topic` is served by the proxy at `owner` ("host:port"); `owner` empty when
 // unknown (the topic's bundle is between owners: ask again).
 absl::Status MovedError(std::string_view topic, std::string_view owner);
+// The same for `what` ("bundle 00000000-0fffffff").
+absl::Status ServedElsewhere(std::string_view what, std::string_view owner);
 
 // The owner named by a MovedError (empty if it named none); nullopt if `status` is not one.
 std::optional<std::string> MovedTo(const absl::Status& status);

@@ -704,6 +704,17 @@ int RunTopicsDelete() {
   return kExitOk;
 }
 
+int RunAdminUnload() {
+  constexpr const char* kCommand = "admin unload";
+  absl::StatusOr<std::unique_ptr<Client>> client = Connect();
+  if (!client.ok()) return Fail(kCommand, client.status());
+  const std::string to = absl::GetFlag(FLAGS_to);
+  absl::StatusOr<std::string> bundle = (*client)->Unload(Args().at(0), to);
+  if (!bundle.ok()) return Fail(kCommand, bundle.status());
+  absl::PrintF("unloaded bundle %s%s\n", *bundle, to.empty() ? "" : " to " + to);
+  return kExitOk;
+}
+
 int RunTopicsStats() {
   constexpr const char* kCommand = "topics stats";
   absl::StatusOr<std::unique_ptr<Client>> client = Connect();

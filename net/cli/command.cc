@@ -277,6 +277,25 @@ const Command kCommands[] = {
         .args = {"TOPIC"},
     },
     {
+        .name = "admin unload",
+        .summary = "Hand a topic's bundle to another proxy of a cluster",
+        .usage = "cairn admin unload TOPIC|BUNDLE [--to HOST:PORT] [--proxy HOST:PORT,...]",
+        .details =
+            "In a cluster of proxies (cairnd proxy --metadata zk://..., docs/cluster.md), each\n"
+            "topic is served by the proxy that owns its bundle. This asks the owner of TOPIC's\n"
+            "bundle (or of BUNDLE, named as '00000000-0fffffff') to give it up: it stops taking\n"
+            "sends for the bundle's topics, closes their ledgers, releases the bundle and tells\n"
+            "their producers and consumers to go to --to (without --to: whichever proxy is\n"
+            "asked first). They follow without an error. Prints the bundle's name.\n"
+            "\n"
+            "Exit status: 0 unloaded; 2 otherwise (a bundle without an owner included).\n",
+        .flags = {{"proxy", "HOST:PORT", false}, {"to", "HOST:PORT", false}},
+        .examples = {"cairn admin unload orders --to 127.0.0.1:7121 "
+                     "--proxy 127.0.0.1:7120,127.0.0.1:7121"},
+        .run = RunAdminUnload,
+        .args = {"TARGET"},
+    },
+    {
         .name = "perf produce",
         .summary = "Measure producing: messages/s, MB/s, publish latency",
         .usage = "cairn perf produce TOPIC [--rate R] [--size BYTES] [--messages N | --duration S]\n"

@@ -67,6 +67,7 @@ int RunTopicsDelete();
 int RunTopicsStats();
 int RunTopicsRetention();
 int RunCompact();
+int RunAdminUnload();
 int RunPerfProduce();
 int RunPerfConsume();
 

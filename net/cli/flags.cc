@@ -30,6 +30,7 @@ ABSL_FLAG(std::string, key_separator, "",
           "Split each line at the first SEP: the key before it, the value after. A line "
           "without SEP has no key.");
 ABSL_FLAG(std::string, subscription, "", "The subscription to consume as.");
+ABSL_FLAG(std::string, to, "", "admin unload: host:port of the proxy to hand the bundle to.");
 ABSL_FLAG(std::string, type, "exclusive",
           "The subscription type: exclusive, failover or shared.");
 ABSL_FLAG(std::string, start, "earliest",

@@ -16,6 +16,7 @@ ABSL_DECLARE_FLAG(bool, json);
 
 // Against a proxy.
 ABSL_DECLARE_FLAG(std::string, proxy);
+ABSL_DECLARE_FLAG(std::string, to);
 ABSL_DECLARE_FLAG(uint64_t, reconnect_timeout_ms);
 ABSL_DECLARE_FLAG(uint64_t, heartbeat_interval_ms);
 ABSL_DECLARE_FLAG(uint64_t, heartbeat_timeout_ms);

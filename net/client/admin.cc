@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -64,8 +65,7 @@ class ClientImpl final : public Client {
 
   absl::Status CreateTopic(std::string_view name, const TopicConfig& config) override {
     std::string storage;
-    return connection_
-        ->Admin<bool>([&](rpc::Proxy::Client& proxy) {
+    return Follow<bool>([&](rpc::Proxy::Client& proxy) {
           auto request = proxy.createTopicRequest();
           request.setName(Text(name, storage));
           auto options = request.initOptions();
@@ -91,8 +91,7 @@ class ClientImpl final : public Client {
 
   absl::Status DeleteTopic(std::string_view name) override {
     std::string storage;
-    return connection_
-        ->Admin<bool>([&](rpc::Proxy::Client& proxy) {
+    return Follow<bool>([&](rpc::Proxy::Client& proxy) {
           auto request = proxy.deleteTopicRequest();
           request.setName(Text(name, storage));
           return request.send().then([](auto) { return true; });
@@ -101,7 +100,7 @@ class ClientImpl final : public Client {
   }
 
   absl::StatusOr<std::vector<TopicSummary>> ListTopics() override {
-    return connection_->Admin<std::vector<TopicSummary>>([&](rpc::Proxy::Client& proxy) {
+    return Follow<std::vector<TopicSummary>>([&](rpc::Proxy::Client& proxy) {
       return proxy.listTopicsRequest().send().then(
           [](capnp::Response<rpc::Proxy::ListTopicsResults> response) {
             std::vector<TopicSummary> topics;
@@ -116,7 +115,7 @@ class ClientImpl final : public Client {
 
   absl::StatusOr<TopicStats> GetTopicStats(std::string_view name) override {
     std::string storage;
-    return connection_->Admin<TopicStats>([&](rpc::Proxy::Client& proxy) {
+    return Follow<TopicStats>([&](rpc::Proxy::Client& proxy) {
       auto request = proxy.topicStatsRequest();
       request.setName(Text(name, storage));
       return request.send().then([](capnp::Response<rpc::Proxy::TopicStatsResults> response) {
@@ -153,7 +152,7 @@ class ClientImpl final : public Client {
 
   absl::StatusOr<std::vector<CompactionSummary>> Compact(std::string_view name) override {
     std::string storage;
-    return connection_->Admin<std::vector<CompactionSummary>>([&](rpc::Proxy::Client& proxy) {
+    return Follow<std::vector<CompactionSummary>>([&](rpc::Proxy::Client& proxy) {
       auto request = proxy.compactRequest();
       request.setName(Text(name, storage));
       return request.send().then([](capnp::Response<rpc::Proxy::CompactResults> response) {
@@ -186,7 +185,7 @@ class ClientImpl final : public Client {
                                                  const TopicRetention& retention,
                                                  const RetentionFields& fields) override {
     std::string storage;
-    return connection_->Admin<TopicRetention>([&](rpc::Proxy::Client& proxy) {
+    return Follow<TopicRetention>([&](rpc::Proxy::Client& proxy) {
       auto request = proxy.setRetentionRequest();
       request.setName(Text(name, storage));
       FillRetention(request.initRetention(), retention);
@@ -203,8 +202,7 @@ class ClientImpl final : public Client {
 
   absl::Status Unsubscribe(std::string_view topic, std::string_view subscription) override {
     std::string topic_storage, subscription_storage;
-    return connection_
-        ->Admin<bool>([&](rpc::Proxy::Client& proxy) {
+    return Follow<bool>([&](rpc::Proxy::Client& proxy) {
           auto request = proxy.unsubscribeRequest();
           request.setTopic(Text(topic, topic_storage));
           request.setSubscription(Text(subscription, subscription_storage));
@@ -216,7 +214,7 @@ class ClientImpl final : public Client {
   absl::StatusOr<CompactedBatch> ReadCompacted(std::string_view topic, uint32_t partition,
                                                uint64_t from_offset, uint64_t max_bytes) override {
     std::string storage;
-    return connection_->Admin<CompactedBatch>([&](rpc::Proxy::Client& proxy) {
+    return Follow<CompactedBatch>([&](rpc::Proxy::Client& proxy) {
       auto request = proxy.readCompactedRequest();
       request.setTopic(Text(topic, storage));
       request.setPartition(partition);
@@ -243,6 +241,18 @@ class ClientImpl final : public Client {
     });
   }
 
+  absl::StatusOr<std::string> Unload(std::string_view target, std::string_view to) override {
+    std::string target_storage, to_storage;
+    return Follow<std::string>([&](rpc::Proxy::Client& proxy) {
+      auto request = proxy.unloadRequest();
+      request.setTarget(Text(target, target_storage));
+      request.setTo(Text(to, to_storage));
+      return request.send().then([](capnp::Response<rpc::Proxy::UnloadResults> response) {
+        return std::string(response.getBundle().cStr(), response.getBundle().size());
+      });
+    });
+  }
+
   absl::StatusOr<std::unique_ptr<Producer>> CreateProducer(
       std::string_view topic, const ProducerOptions& options) override {
     return OnOwner<Producer>(topic, [&](auto&& connection) {
@@ -260,6 +270,20 @@ class ClientImpl final : public Client {
   }
 
  private:
+  // Runs an admin call on the client's proxy; if that answers that the topic (or bundle) is
+  // served by another proxy, runs it there, once.
+  template <typename T, typename MakeRequest>
+  absl::StatusOr<T> Follow(MakeRequest&& make_request) {
+    absl::StatusOr<T> result = connection_->Admin<T>(make_request);
+    const std::optional<std::string> owner = MovedTo(result.status());
+    if (!owner.has_value() || owner->empty()) return result;
+    ClientOptions there = options_;
+    there.address = *owner;
+    absl::StatusOr<std::unique_ptr<ClientConnection>> connection = ClientConnection::Connect(there);
+    if (!connection.ok()) return connection.status();
+    return (*connection)->Admin<T>(make_request);
+  }
+
   // Who serves `topic`: empty from a proxy that serves every topic (or one from before lookups).
   absl::StatusOr<std::string> Lookup(std::string_view topic) {
     std::string storage;

@@ -106,9 +106,14 @@ absl::StatusOr<std::string> BundleOwnership::Acquire(uint32_t bundle) {
     absl::StatusOr<uint64_t> created = session_->PutEphemeral(
         key, EncodeOwnershipRecord(OwnershipRecord{.owner = options_.self}), kNewKey);
     if (created.ok()) {
-      MutexLock lock(mu_);
-      owned_[bundle] = *created;
-      owners_[bundle] = options_.self;
+      {
+        MutexLock lock(mu_);
+        owned_[bundle] = *created;
+        owners_[bundle] = options_.self;
+      }
+      if (options_.log) {
+        options_.log(LogLevel::kInfo, absl::StrCat("took bundle ", layout_.Name(bundle)));
+      }
       return options_.self;
     }
     if (!absl::IsAborted(created.status())) return created.status();

@@ -216,8 +216,12 @@ struct Service final : public kj::TaskSet::ErrorHandler,
     }
     const std::string name = ownership.layout().Name(*bundle);
     if (!ownership.bundles().Owns(*bundle)) {
-      return absl::NotFoundError(
-          absl::StrCat("this proxy (", ownership.self(), ") does not own bundle ", name));
+      // The client library asks the owner, if there is one.
+      const std::string owner = ownership.bundles().OwnerOf(*bundle);
+      if (!owner.empty() && owner != ownership.self()) {
+        return ServedElsewhere(absl::StrCat("bundle ", name), owner);
+      }
+      return absl::NotFoundError(absl::StrCat("bundle ", name, " has no owner"));
     }
     if (to == ownership.self()) {
       return absl::InvalidArgumentError("a bundle is unloaded to another proxy, not to its owner");

@@ -311,6 +311,11 @@ class Client {
                                                          const TopicRetention& retention,
                                                          const RetentionFields& fields) = 0;
   virtual absl::Status Unsubscribe(std::string_view topic, std::string_view subscription) = 0;
+  // In a cluster of proxies (docs/cluster.md): hands the bundle of `target` (a topic, or a
+  // bundle's name "<first>-<last>") from its owner to the proxy at `to` ("host:port"; empty:
+  // whichever proxy is asked first). Its producers and consumers follow without an error.
+  // Returns the bundle's name. kFailedPrecondition from a proxy that serves every topic itself.
+  virtual absl::StatusOr<std::string> Unload(std::string_view target, std::string_view to) = 0;
   virtual absl::StatusOr<CompactedBatch> ReadCompacted(std::string_view topic, uint32_t partition,
                                                        uint64_t from_offset,
                                                        uint64_t max_bytes) = 0;
