@@ -1,6 +1,7 @@
 // Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
 #include "net/cluster/topic_ownership.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -34,52 +35,61 @@ TopicOwnership::~TopicOwnership() {
   bundles_.reset();
 }
 
+std::optional<std::string> TopicOwnership::HandingOff(uint32_t bundle) {
+  MutexLock lock(mu_);
+  auto it = handed_off_.find(bundle);
+  if (it == handed_off_.end()) return std::nullopt;
+  const std::string owner = bundles_->OwnerOf(bundle);
+  // Over once its time is up, or once another proxy is seen owning the bundle (it took it: the
+  // hand-off did its job, and that proxy may unload it back here).
+  if (std::chrono::steady_clock::now() >= it->second.until ||
+      (!owner.empty() && owner != self())) {
+    handed_off_.erase(it);
+    return std::nullopt;
+  }
+  return it->second.to;
+}
+
+bool TopicOwnership::Serves(std::string_view topic) {
+  const uint32_t bundle = BundleOf(topic);
+  return bundles_->Owns(bundle) && !HandingOff(bundle).has_value();
+}
+
 absl::StatusOr<std::string> TopicOwnership::Lookup(std::string_view topic) {
   const uint32_t bundle = BundleOf(topic);
-  if (bundles_->Owns(bundle)) return self();
-  {
-    MutexLock lock(mu_);
-    auto it = handed_off_.find(bundle);
-    if (it != handed_off_.end()) {
-      if (std::chrono::steady_clock::now() < it->second.until) {
-        // Taken by the proxy it went to, or not yet: either way, that is where to go.
-        std::string owner = bundles_->OwnerOf(bundle);
-        if (owner.empty()) owner = it->second.to;
-        if (owner.empty()) {
-          return absl::UnavailableError(absl::StrCat(
-              "bundle ", layout().Name(bundle), " was unloaded from this proxy moments ago"));
-        }
-        return owner;
-      }
-      handed_off_.erase(it);
+  if (std::optional<std::string> to = HandingOff(bundle); to.has_value()) {
+    // Going, or gone, to `to`: that is where to go, and nowhere here.
+    if (to->empty()) {
+      return absl::UnavailableError(absl::StrCat(
+          "bundle ", layout().Name(bundle), " was unloaded from this proxy moments ago"));
     }
+    return *to;
   }
+  if (bundles_->Owns(bundle)) return self();
   return bundles_->Acquire(bundle);
 }
 
 std::string TopicOwnership::OwnerOf(std::string_view topic) {
   const uint32_t bundle = BundleOf(topic);
-  std::string owner = bundles_->OwnerOf(bundle);
-  if (!owner.empty()) return owner;
-  MutexLock lock(mu_);
-  auto it = handed_off_.find(bundle);
-  return it == handed_off_.end() ? std::string() : it->second.to;
+  if (std::optional<std::string> to = HandingOff(bundle); to.has_value()) return *to;
+  return bundles_->OwnerOf(bundle);
 }
 
-absl::Status TopicOwnership::Unload(uint32_t bundle, const std::string& to) {
+absl::Status TopicOwnership::Unload(uint32_t bundle, const std::string& to,
+                                    const std::function<void()>& stop_serving) {
   if (bundle >= layout().count()) {
     return absl::InvalidArgumentError(
         absl::StrCat("bundle ", bundle, " of ", layout().count(), " does not exist"));
   }
   if (!bundles_->Owns(bundle)) return absl::OkStatus();
-  if (!to.empty()) {
+  {
+    // From here the bundle is not served here (Serves), nor taken back (Lookup).
     MutexLock lock(mu_);
-    handed_off_[bundle] = {.to = to,
-                           .until = std::chrono::steady_clock::now() + kHandOff};
+    handed_off_[bundle] = {.to = to, .until = std::chrono::steady_clock::now() + kHandOff};
   }
   // Serving stops (and the ledgers close) before the record goes: nobody else can take the
   // bundle while this proxy still appends to its topics.
-  Disowned({bundle});
+  stop_serving();
   return bundles_->Release(bundle);
 }
 

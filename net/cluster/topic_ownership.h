@@ -6,9 +6,10 @@
 // there. When bundles stop being this proxy's (its session was lost, or
 // an operator unloaded them) the proxy is told, through OnDisown, to stop serving their topics.
 //
-// Unloading hands a bundle to another proxy: the bundle is given up, and for a short while this
-// proxy answers lookups of its topics with the proxy it went to instead of taking it back, so
-// that clients that come to it go straight there, where their first request takes the bundle.
+// Unloading hands a bundle to another proxy: the bundle is given up, and for a short while (until
+// another proxy is seen owning it, at most kHandOff) this proxy answers lookups of its topics with
+// the proxy it went to instead of taking it back, so that clients that come to it go straight
+// there, where their first request takes the bundle.
 #pragma once
 
 #include <chrono>
@@ -16,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,8 +31,9 @@ namespace cairn::net {
 
 class TopicOwnership {
  public:
-  // How long after an unload lookups answer the proxy the bundle went to.
-  static constexpr std::chrono::seconds kHandOff{5};
+  // How long after an unload lookups answer the proxy the bundle went to (unless another proxy
+  // is seen owning it before).
+  static constexpr std::chrono::seconds kHandOff{2};
 
   // Starts the bundle ownership (options.on_lost is this object's own).
   static absl::StatusOr<std::unique_ptr<TopicOwnership>> Start(BundleOwnershipOptions options);
@@ -48,26 +51,32 @@ class TopicOwnership {
   // of this proxy's earlier life remains for the session timeout).
   absl::StatusOr<std::string> Lookup(std::string_view topic);
   // Whether this proxy serves `topic` now. No I/O.
-  bool Serves(std::string_view topic) const { return bundles_->Owns(BundleOf(topic)); }
+  bool Serves(std::string_view topic);
   std::vector<uint32_t> Owned() const { return bundles_->Owned(); }
   const BundleOwnership& bundles() const { return *bundles_; }
   // The owner of `topic`'s bundle as last seen (or where it was handed off to); empty if none
   // is known. No I/O.
   std::string OwnerOf(std::string_view topic);
 
-  // Gives `bundle` up, for `to` ("host:port"; empty: whoever asks first) to take: OnDisown runs
-  // first, so that this proxy stops serving its topics and closes their ledgers before another
-  // proxy can take it. OK if this proxy does not own it.
-  absl::Status Unload(uint32_t bundle, const std::string& to);
+  // Gives `bundle` up, for `to` ("host:port"; empty: whoever asks first) to take. From the call
+  // on, the bundle's topics are not served here (Serves is false, Lookup answers `to`); then
+  // `stop_serving` runs, on the calling thread, to stop serving them and close their ledgers;
+  // then the record goes, so that no other proxy takes the bundle while this one still appends.
+  // OK if this proxy does not own it. (OnDisown is not called for an unload.)
+  absl::Status Unload(uint32_t bundle, const std::string& to,
+                      const std::function<void()>& stop_serving);
 
-  // `on_disown` (may be empty) hears, on any thread, of the bundles this proxy stops owning:
-  // lost behind its back or unloaded. Set it before serving and clear it before what it refers
+  // `on_disown` (may be empty) hears, on any thread, of the bundles this proxy stops owning
+  // behind its back (its session lost, its records deleted or rewritten). Set it before serving and clear it before what it refers
   // to goes; it is not called after the clearing call returned.
   void OnDisown(std::function<void(const std::vector<uint32_t>&)> on_disown);
 
  private:
   TopicOwnership() = default;
   void Disowned(const std::vector<uint32_t>& bundles);
+  // Where `bundle`, unloaded from here moments ago, went (empty: to whoever asks first); nullopt
+  // if it is not being handed off.
+  std::optional<std::string> HandingOff(uint32_t bundle);
 
   std::unique_ptr<BundleOwnership> bundles_;
 

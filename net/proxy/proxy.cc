@@ -227,8 +227,8 @@ struct Service final : public kj::TaskSet::ErrorHandler,
       return absl::InvalidArgumentError("a bundle is unloaded to another proxy, not to its owner");
     }
     // Sends stop and the ledgers close here, before the bundle's record goes.
-    Disown({*bundle});
-    if (absl::Status unloaded = ownership.Unload(*bundle, to); !unloaded.ok()) return unloaded;
+    absl::Status unloaded = ownership.Unload(*bundle, to, [&] { Disown({*bundle}); });
+    if (!unloaded.ok()) return unloaded;
     options.log(LogLevel::kInfo, absl::StrCat("unloaded bundle ", name,
                                               to.empty() ? std::string() : " to " + to));
     return name;
