@@ -185,7 +185,7 @@ proxies=()
 for i in 0 1; do
   spawn "proxy-$i" "$data/proxy-$i.log" "$cairnd" proxy --stores registered --metadata "$zk" \
     --ensemble 3 --write-quorum 3 --ack-quorum 2 --replica-timeout-ms 1000 \
-    --session-timeout-ms 1000 --listen "127.0.0.1:712$i" --metrics-listen none
+    --session-timeout-ms 600 --listen "127.0.0.1:712$i" --metrics-listen none
   proxies+=("$(wait_for "$data/proxy-$i.log" '.*proxy listening on \([0-9.]*:[0-9]*\).*' "$!")")
   echo "proxy       ${proxies[i]}   (log $data/proxy-$i.log)"
 done

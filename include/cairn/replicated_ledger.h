@@ -37,6 +37,15 @@ class ReplicaNodeClient {
   virtual void Add(const ReplicaAdd& add, std::function<void(absl::Status)> done) = 0;
   virtual void Read(uint64_t ledger_id, uint64_t entry_id, bool fence,
                     std::function<void(ReplicaRead)> done) = 0;
+  // Reads (without fencing) the batch holding `entry_id` and, in ReplicaRead::more, the batches
+  // that follow it on the node, none past `last_entry`, about `max_bytes` in all: one request
+  // for a run of batches. This default answers with the one batch.
+  virtual void ReadAhead(uint64_t ledger_id, uint64_t entry_id, uint64_t last_entry,
+                         uint64_t max_bytes, std::function<void(ReplicaRead)> done) {
+    (void)last_entry;
+    (void)max_bytes;
+    Read(ledger_id, entry_id, /*fence=*/false, std::move(done));
+  }
   virtual void Fence(uint64_t ledger_id, std::function<void(absl::StatusOr<uint64_t>)> done) = 0;
   virtual void ReadLac(uint64_t ledger_id, std::function<void(absl::StatusOr<uint64_t>)> done) = 0;
   virtual void WriteLac(uint64_t ledger_id, uint64_t last_add_confirmed,
@@ -147,6 +156,12 @@ class ReplicatedReader {
   // speculative_read_us without an answer, also of the next. kOutOfRange: past the last entry
   // (closed) or the last-add-confirmed known (open); kDataLoss: no node has it intact.
   virtual void Read(uint64_t entry_id, std::function<void(absl::StatusOr<std::string>)> done) = 0;
+  // The same, and the batches that follow that batch within its fragment, up to what may be
+  // read and about `max_bytes` in all, from the node that answers (ReplicaNodeClient::ReadAhead):
+  // at least one batch, in entry order. A following batch that does not verify, or does not
+  // continue the run, ends it (and is reported); it is not an error.
+  virtual void ReadAhead(uint64_t entry_id, uint64_t max_bytes,
+                         std::function<void(absl::StatusOr<std::vector<std::string>>)> done) = 0;
 
   // Refreshes the record and, while the ledger is open, the last-add-confirmed (the highest a
   // node of the last fragment reports). `done` gets the last readable entry (kNoEntry: none).

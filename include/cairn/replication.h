@@ -68,6 +68,9 @@ struct ReplicatedLedgerRecord {
   // The fragment that holds `entry_id` (the last one whose first entry is <= it). The record
   // must have at least one fragment.
   const Fragment& FragmentFor(uint64_t entry_id) const;
+  // The last entry of the fragment that holds `entry_id`: the next fragment's first entry less
+  // one, or kNoEntry for the last fragment (it ends with the ledger).
+  uint64_t FragmentEnd(uint64_t entry_id) const;
   bool operator==(const ReplicatedLedgerRecord&) const = default;
 };
 
@@ -96,6 +99,9 @@ struct ReplicaRead {
   // kPresent: the one whole batch that holds the entry, stamped with the replicated ledger's id
   // and its entry ids (as the writer sent it), verified by the node.
   std::string batch;
+  // kPresent, when read ahead (ReplicaNodeClient::ReadAhead): the batches that follow `batch` on
+  // the node, in entry order and without gaps, each whole and verified by the node.
+  std::vector<std::string> more;
   // kUnknown: why.
   absl::Status status;
   // The highest last-add-confirmed this node has been told for the ledger (kNoEntry if none).

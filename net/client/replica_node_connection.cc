@@ -150,6 +150,17 @@ void ReplicaNodeConnection::Add(const ReplicaAdd& add, std::function<void(absl::
 
 void ReplicaNodeConnection::Read(uint64_t ledger_id, uint64_t entry_id, bool fence,
                                  std::function<void(ReplicaRead)> done) {
+  ReadCall(ledger_id, entry_id, fence, 0, kNoEntry, std::move(done));
+}
+
+void ReplicaNodeConnection::ReadAhead(uint64_t ledger_id, uint64_t entry_id, uint64_t last_entry,
+                                      uint64_t max_bytes, std::function<void(ReplicaRead)> done) {
+  ReadCall(ledger_id, entry_id, /*fence=*/false, max_bytes, last_entry, std::move(done));
+}
+
+void ReplicaNodeConnection::ReadCall(uint64_t ledger_id, uint64_t entry_id, bool fence,
+                                     uint64_t ahead_bytes, uint64_t ahead_last,
+                                     std::function<void(ReplicaRead)> done) {
   auto shared_done = std::make_shared<std::function<void(ReplicaRead)>>(std::move(done));
   auto unknown = [shared_done](absl::Status status) {
     ReplicaRead read;
@@ -158,11 +169,14 @@ void ReplicaNodeConnection::Read(uint64_t ledger_id, uint64_t entry_id, bool fen
     (*shared_done)(std::move(read));
   };
   WithNode(
-      [this, ledger_id, entry_id, fence, shared_done, unknown](rpc::StoreNode::Client& node) {
+      [this, ledger_id, entry_id, fence, ahead_bytes, ahead_last, shared_done,
+       unknown](rpc::StoreNode::Client& node) {
         auto request = node.replicaReadRequest();
         request.setLedger(ledger_id);
         request.setEntry(entry_id);
         request.setFence(fence);
+        request.setAheadBytes(ahead_bytes);
+        request.setAheadLast(ahead_last);
         auto result = std::make_shared<ReplicaRead>();
         kj::Promise<void> call = request.send().then(
             [result](capnp::Response<rpc::StoreNode::ReplicaReadResults> response) {
@@ -173,6 +187,10 @@ void ReplicaNodeConnection::Read(uint64_t ledger_id, uint64_t entry_id, bool fen
                   result->outcome = ReadOutcome::kPresent;
                   capnp::Data::Reader batch = answer.getBatch();
                   result->batch.assign(reinterpret_cast<const char*>(batch.begin()), batch.size());
+                  for (capnp::Data::Reader more : answer.getMore()) {
+                    result->more.emplace_back(reinterpret_cast<const char*>(more.begin()),
+                                              more.size());
+                  }
                   break;
                 }
                 case rpc::ReplicaReadOutcome::ABSENT:

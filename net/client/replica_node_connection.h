@@ -47,6 +47,8 @@ class ReplicaNodeConnection final : public ReplicaNodeClient {
   void Add(const ReplicaAdd& add, std::function<void(absl::Status)> done) override;
   void Read(uint64_t ledger_id, uint64_t entry_id, bool fence,
             std::function<void(ReplicaRead)> done) override;
+  void ReadAhead(uint64_t ledger_id, uint64_t entry_id, uint64_t last_entry, uint64_t max_bytes,
+                 std::function<void(ReplicaRead)> done) override;
   void Fence(uint64_t ledger_id, std::function<void(absl::StatusOr<uint64_t>)> done) override;
   void ReadLac(uint64_t ledger_id, std::function<void(absl::StatusOr<uint64_t>)> done) override;
   void WriteLac(uint64_t ledger_id, uint64_t last_add_confirmed,
@@ -61,6 +63,9 @@ class ReplicaNodeConnection final : public ReplicaNodeClient {
   const std::string& address() const { return address_; }
 
  private:
+  // replicaRead, reading ahead when ahead_bytes > 0.
+  void ReadCall(uint64_t ledger_id, uint64_t entry_id, bool fence, uint64_t ahead_bytes,
+                uint64_t ahead_last, std::function<void(ReplicaRead)> done);
   // Runs `send` with the node's capability now if connected, else once connected (in call
   // order); if connecting fails, runs `fail` with why instead.
   void WithNode(std::function<void(rpc::StoreNode::Client&)> send,

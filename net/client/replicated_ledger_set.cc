@@ -185,27 +185,35 @@ class ReplicatedLedgerReader final : public LedgerReader {
     absl::StatusOr<bool> read = shared_->Await<bool>(
         [reader = reader_, progress, last, limits](std::function<void(absl::StatusOr<bool>)> done) {
           auto step = std::make_shared<std::function<void()>>();
+          // Runs of batches, each in one request to a node (ReadAhead), until the limits.
           *step = [reader, progress, last, limits, done, step] {
-            reader->Read(progress->next, [reader, progress, last, limits, done,
-                                          step](absl::StatusOr<std::string> batch) {
-              if (!batch.ok()) {
+            const uint64_t want = limits.max_bytes > progress->bytes.size()
+                                      ? limits.max_bytes - progress->bytes.size()
+                                      : 1;
+            reader->ReadAhead(progress->next, want, [reader, progress, last, limits, done, step](
+                                                        absl::StatusOr<std::vector<std::string>>
+                                                            batches) {
+              if (!batches.ok()) {
                 // What was read so far is served; the error comes with the next read.
                 (*step) = nullptr;
                 if (progress->entries > 0) return done(true);
-                return done(batch.status());
+                return done(batches.status());
               }
-              absl::StatusOr<BatchView> view = BatchView::Parse(*batch);
-              if (!view.ok()) {
-                (*step) = nullptr;
-                return done(view.status());
-              }
-              progress->bytes.append(*batch);
-              progress->entries += view->last_entry_id() + 1 - progress->next;
-              progress->next = view->last_entry_id() + 1;
-              if (progress->next > last || progress->entries >= limits.max_entries ||
-                  progress->bytes.size() >= limits.max_bytes) {
-                (*step) = nullptr;
-                return done(true);
+              for (const std::string& batch : *batches) {
+                absl::StatusOr<BatchView> view = BatchView::Parse(batch);
+                if (!view.ok()) {
+                  (*step) = nullptr;
+                  if (progress->entries > 0) return done(true);
+                  return done(view.status());
+                }
+                progress->bytes.append(batch);
+                progress->entries += view->last_entry_id() + 1 - progress->next;
+                progress->next = view->last_entry_id() + 1;
+                if (progress->next > last || progress->entries >= limits.max_entries ||
+                    progress->bytes.size() >= limits.max_bytes) {
+                  (*step) = nullptr;
+                  return done(true);
+                }
               }
               (*step)();
             });

@@ -84,7 +84,13 @@ interface StoreNode {
   replicaAdd @9 (ledger :UInt64, batch :Data, lastAddConfirmed :UInt64, recovery :Bool) -> ();
   # Never fails for a missing or unreadable entry: the answer's outcome says which of the three
   # it is (an unknown one with the node's status in statusCode/statusMessage).
-  replicaRead @10 (ledger :UInt64, entry :UInt64, fence :Bool) -> (read :ReplicaReadAnswer);
+  #
+  # Reading ahead (`aheadBytes` > 0, without `fence`): the answer's `more` also holds the batches
+  # that follow the entry's batch on this node, in entry order without a gap, none past
+  # `aheadLast`, about min(aheadBytes, kMaxReadBytes) in all: a run of batches in one request.
+  # It stops at the first entry that is not present here.
+  replicaRead @10 (ledger :UInt64, entry :UInt64, fence :Bool, aheadBytes :UInt64,
+                   aheadLast :UInt64) -> (read :ReplicaReadAnswer);
   replicaFence @11 (ledger :UInt64) -> (lastAddConfirmed :UInt64);
   replicaReadLac @12 (ledger :UInt64) -> (lastAddConfirmed :UInt64);
   replicaWriteLac @13 (ledger :UInt64, lastAddConfirmed :UInt64) -> ();
@@ -109,6 +115,7 @@ struct ReplicaReadAnswer {
   lastAddConfirmed @2 :UInt64;   # the highest the node was told
   statusCode @3 :UInt32;         # unknown: an absl::StatusCode
   statusMessage @4 :Text;
+  more @5 :List(Data);           # present, reading ahead: the batches after `batch`
 }
 
 struct ReplicaSummary {

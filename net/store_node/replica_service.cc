@@ -1,13 +1,16 @@
 // Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
 #include "net/store_node/replica_service.h"
 
+#include <algorithm>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "cairn/batch.h"
+#include "cairn/net/limits.h"
 #include "net/net_status.h"
 
 namespace cairn::net::internal {
@@ -52,14 +55,47 @@ kj::Promise<void> ReplicaService::Add(ReplicaAddContext context) {
   });
 }
 
+namespace {
+
+// Adds to `read` (present) the batches after its own, each read as one entry is, while they are
+// present, none past `ahead_last`, until `ahead_bytes` are gathered.
+void ReadAhead(ReplicaStore& replicas, uint64_t ledger, uint64_t ahead_bytes, uint64_t ahead_last,
+               ReplicaRead& read) {
+  if (read.outcome != ReadOutcome::kPresent) return;
+  uint64_t bytes = read.batch.size();
+  absl::StatusOr<BatchView> view = BatchView::Parse(std::span<const char>(read.batch));
+  if (!view.ok()) return;
+  uint64_t last = view->last_entry_id();
+  while (bytes < ahead_bytes && last < ahead_last) {
+    ReplicaRead next = replicas.Read(ledger, last + 1, /*fence=*/false);
+    if (next.outcome != ReadOutcome::kPresent) return;
+    absl::StatusOr<BatchView> next_view = BatchView::Parse(std::span<const char>(next.batch));
+    if (!next_view.ok() || next_view->base_entry_id() != last + 1 ||
+        next_view->last_entry_id() > ahead_last) {
+      return;
+    }
+    last = next_view->last_entry_id();
+    bytes += next.batch.size();
+    read.more.push_back(std::move(next.batch));
+  }
+}
+
+}  // namespace
+
 kj::Promise<void> ReplicaService::Read(ReplicaReadContext context) {
   ReplicaStore* replicas = Require();
   auto params = context.getParams();
   const uint64_t ledger = params.getLedger();
   const uint64_t entry = params.getEntry();
   const bool fence = params.getFence();
+  const uint64_t ahead_bytes = fence ? 0 : std::min(params.getAheadBytes(), kMaxReadBytes);
+  const uint64_t ahead_last = params.getAheadLast();
   return RunBlocking(blocking_,
-                     [replicas, ledger, entry, fence] { return replicas->Read(ledger, entry, fence); })
+                     [replicas, ledger, entry, fence, ahead_bytes, ahead_last] {
+                       ReplicaRead read = replicas->Read(ledger, entry, fence);
+                       if (ahead_bytes > 0) ReadAhead(*replicas, ledger, ahead_bytes, ahead_last, read);
+                       return read;
+                     })
       .then([context](ReplicaRead read) mutable {
         auto out = context.getResults().initRead();
         switch (read.outcome) {
@@ -67,6 +103,14 @@ kj::Promise<void> ReplicaService::Read(ReplicaReadContext context) {
             out.setOutcome(rpc::ReplicaReadOutcome::PRESENT);
             out.setBatch(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(read.batch.data()),
                                              read.batch.size()));
+            if (!read.more.empty()) {
+              auto more = out.initMore(read.more.size());
+              for (size_t i = 0; i < read.more.size(); ++i) {
+                more.set(i, capnp::Data::Reader(
+                                reinterpret_cast<const capnp::byte*>(read.more[i].data()),
+                                read.more[i].size()));
+              }
+            }
             break;
           case ReadOutcome::kAbsent:
             out.setOutcome(rpc::ReplicaReadOutcome::ABSENT);

@@ -132,6 +132,13 @@ const Fragment& ReplicatedLedgerRecord::FragmentFor(uint64_t entry_id) const {
   return *(after - 1);
 }
 
+uint64_t ReplicatedLedgerRecord::FragmentEnd(uint64_t entry_id) const {
+  auto after = std::upper_bound(
+      fragments.begin(), fragments.end(), entry_id,
+      [](uint64_t id, const Fragment& fragment) { return id < fragment.first_entry_id; });
+  return after == fragments.end() ? kNoEntry : after->first_entry_id - 1;
+}
+
 std::string ReplicatedLedgerKey(uint64_t ledger_id) {
   return absl::StrFormat("%s%016x", internal::Sv(kReplicatedLedgerPrefix), ledger_id);
 }

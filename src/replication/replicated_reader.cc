@@ -23,6 +23,7 @@
 // if every one answered absent (the entry is on none of them: a record naming nodes that never
 // had it, or a ledger deleted under the reader); kUnavailable otherwise (some node might still
 // have it: retry). The message names each node's answer.
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -75,15 +76,23 @@ void Deliver(const std::shared_ptr<ReaderState>& state, std::function<void()> fn
 
 // ---- one Read ----------------------------------------------------------------------------------
 
-// One read of one entry. Nodes are asked in write-set order starting at entry_id % E; each
-// asked node is an attempt, which ends once: answered, or timed out.
+// One read of one entry (and, reading ahead, of the batches after it). Nodes are asked in
+// write-set order starting at entry_id % E; each asked node is an attempt, which ends once:
+// answered, or timed out.
 class EntryRead : public std::enable_shared_from_this<EntryRead> {
  public:
-  EntryRead(std::shared_ptr<ReaderState> state, uint64_t entry_id,
-            std::function<void(absl::StatusOr<std::string>)> done)
+  using Done = std::function<void(absl::StatusOr<std::vector<std::string>>)>;
+
+  // `ahead_bytes` 0: the entry's batch alone.
+  EntryRead(std::shared_ptr<ReaderState> state, uint64_t entry_id, uint64_t ahead_bytes,
+            Done done)
       : state_(std::move(state)),
         entry_id_(entry_id),
         nodes_(state_->record.FragmentFor(entry_id).nodes),
+        ahead_bytes_(ahead_bytes),
+        // Within the entry's fragment (another fragment's entries live on other nodes) and what
+        // may be read.
+        ahead_last_(std::min(state_->record.FragmentEnd(entry_id), state_->last_readable)),
         done_(std::move(done)) {}
 
   void Start() { AskNext(); }
@@ -102,9 +111,16 @@ class EntryRead : public std::enable_shared_from_this<EntryRead> {
     const std::string& node = nodes_[(entry_id_ + index) % nodes_.size()];
     attempts_.push_back({.node = node});
     auto self = shared_from_this();
-    state_->env->Node(node)->Read(
-        state_->ledger_id, entry_id_, /*fence=*/false,
-        [self, index](ReplicaRead answer) { self->OnAnswer(index, std::move(answer)); });
+    auto on_answer = [self, index](ReplicaRead answer) {
+      self->OnAnswer(index, std::move(answer));
+    };
+    if (ahead_bytes_ > 0) {
+      state_->env->Node(node)->ReadAhead(state_->ledger_id, entry_id_, ahead_last_, ahead_bytes_,
+                                         std::move(on_answer));
+    } else {
+      state_->env->Node(node)->Read(state_->ledger_id, entry_id_, /*fence=*/false,
+                                    std::move(on_answer));
+    }
     state_->env->After(state_->options.read_timeout_us, [self, index] { self->OnTimeout(index); });
     state_->env->After(state_->options.speculative_read_us,
                        [self, index] { self->OnSpeculativeDelay(index); });
@@ -116,7 +132,7 @@ class EntryRead : public std::enable_shared_from_this<EntryRead> {
     if (answer.outcome == ReadOutcome::kPresent) {
       const absl::Status verified = Verify(answer.batch);
       if (verified.ok()) {
-        Finish(std::move(answer.batch));
+        Finish(Run(node, std::move(answer)));
         return;
       }
       // A late answer after a timeout is still taken if it is good, but a bad one was already
@@ -175,6 +191,34 @@ class EntryRead : public std::enable_shared_from_this<EntryRead> {
     return absl::OkStatus();
   }
 
+  // The verified batch of the entry, then those of `answer.more` that verify and continue the
+  // run without a gap, within ahead_last_; the rest is dropped (and a damaged one reported).
+  std::vector<std::string> Run(const std::string& node, ReplicaRead answer) {
+    std::vector<std::string> run;
+    uint64_t last = BatchView::Parse(std::span<const char>(answer.batch))->last_entry_id();
+    run.push_back(std::move(answer.batch));
+    for (std::string& batch : answer.more) {
+      absl::StatusOr<BatchView> view = BatchView::Parse(std::span<const char>(batch));
+      const bool continues = view.ok() && view->size_bytes() == batch.size() &&
+                             view->ledger_id() == state_->ledger_id &&
+                             view->base_entry_id() == last + 1 &&
+                             (ahead_last_ == kNoEntry || view->last_entry_id() <= ahead_last_);
+      if (!continues) {
+        if (!view.ok() && state_->options.log) {
+          state_->options.log(
+              LogLevel::kWarning,
+              absl::StrCat("store node ", node, " answered a batch after entry ", last,
+                           " of replicated ledger ", state_->ledger_id, " that does not verify: ",
+                           view.status().ToString()));
+        }
+        break;
+      }
+      last = view->last_entry_id();
+      run.push_back(std::move(batch));
+    }
+    return run;
+  }
+
   void Fail(size_t index, Failure failure, std::string why) {
     attempts_[index].ended = true;
     ++failed_;
@@ -197,7 +241,7 @@ class EntryRead : public std::enable_shared_from_this<EntryRead> {
     }
   }
 
-  void Finish(absl::StatusOr<std::string> result) {
+  void Finish(absl::StatusOr<std::vector<std::string>> result) {
     finished_ = true;
     if (state_->reader_gone) return;
     // Moved out first: the callback may start another read, or drop the last reference to us.
@@ -209,7 +253,9 @@ class EntryRead : public std::enable_shared_from_this<EntryRead> {
   const uint64_t entry_id_;
   // A copy: a Refresh may replace the record while this read runs.
   const std::vector<std::string> nodes_;
-  std::function<void(absl::StatusOr<std::string>)> done_;
+  const uint64_t ahead_bytes_;
+  const uint64_t ahead_last_;  // kNoEntry: no bound but the node's
+  Done done_;
   std::vector<Attempt> attempts_;
   size_t failed_ = 0;
   size_t absent_ = 0;
@@ -292,6 +338,19 @@ class ReplicatedReaderImpl final : public ReplicatedReader {
   ReplicatedReaderImpl& operator=(const ReplicatedReaderImpl&) = delete;
 
   void Read(uint64_t entry_id, std::function<void(absl::StatusOr<std::string>)> done) override {
+    Start(entry_id, 0,
+          [done = std::move(done)](absl::StatusOr<std::vector<std::string>> batches) {
+            if (!batches.ok()) return done(batches.status());
+            done(std::move(batches->front()));
+          });
+  }
+
+  void ReadAhead(uint64_t entry_id, uint64_t max_bytes,
+                 std::function<void(absl::StatusOr<std::vector<std::string>>)> done) override {
+    Start(entry_id, std::max<uint64_t>(max_bytes, 1), std::move(done));
+  }
+
+  void Start(uint64_t entry_id, uint64_t ahead_bytes, EntryRead::Done done) {
     const uint64_t last = state_->last_readable;
     if (last == kNoEntry || entry_id > last) {
       const std::string bound =
@@ -302,7 +361,7 @@ class ReplicatedReaderImpl final : public ReplicatedReader {
       Deliver(state_, [done = std::move(done), out_of_range] { done(out_of_range); });
       return;
     }
-    std::make_shared<EntryRead>(state_, entry_id, std::move(done))->Start();
+    std::make_shared<EntryRead>(state_, entry_id, ahead_bytes, std::move(done))->Start();
   }
 
   void Refresh(std::function<void(absl::StatusOr<uint64_t>)> done) override {

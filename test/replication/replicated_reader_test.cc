@@ -41,6 +41,7 @@ constexpr uint64_t kLedger = 77;
 // A node's scripted answers. Unset answers are kUnknown ("not scripted").
 struct FakeNodeScript {
   std::map<uint64_t, ReplicaRead> reads;  // by entry id
+  std::map<uint64_t, std::vector<std::string>> ahead;  // ReplicaRead::more when read ahead
   int64_t read_delay_us = 1'000;
   bool read_never_answers = false;
   absl::StatusOr<uint64_t> lac = kNoEntry;
@@ -55,11 +56,18 @@ class FakeNode final : public ReplicaNodeClient {
 
   FakeNodeScript script;
   std::vector<uint64_t> reads_asked;  // entry ids, in order
+  struct Ahead {
+    uint64_t entry, last_entry, max_bytes;
+    bool operator==(const Ahead&) const = default;
+  };
+  std::vector<Ahead> aheads_asked;
   int lac_reads_asked = 0;
 
   void Add(const ReplicaAdd&, std::function<void(absl::Status)> done) override;
   void Read(uint64_t ledger_id, uint64_t entry_id, bool fence,
             std::function<void(ReplicaRead)> done) override;
+  void ReadAhead(uint64_t ledger_id, uint64_t entry_id, uint64_t last_entry, uint64_t max_bytes,
+                 std::function<void(ReplicaRead)> done) override;
   void Fence(uint64_t, std::function<void(absl::StatusOr<uint64_t>)> done) override;
   void ReadLac(uint64_t ledger_id, std::function<void(absl::StatusOr<uint64_t>)> done) override;
   void WriteLac(uint64_t, uint64_t, std::function<void(absl::Status)> done) override;
@@ -148,6 +156,14 @@ void FakeNode::Read(uint64_t ledger_id, uint64_t entry_id, bool fence,
     answer.status = absl::InternalError("not scripted");
   }
   env_->After(script.read_delay_us, [done, answer] { done(answer); });
+}
+void FakeNode::ReadAhead(uint64_t ledger_id, uint64_t entry_id, uint64_t last_entry,
+                         uint64_t max_bytes, std::function<void(ReplicaRead)> done) {
+  aheads_asked.push_back({entry_id, last_entry, max_bytes});
+  Read(ledger_id, entry_id, /*fence=*/false, [this, entry_id, done](ReplicaRead answer) {
+    if (auto it = script.ahead.find(entry_id); it != script.ahead.end()) answer.more = it->second;
+    done(std::move(answer));
+  });
 }
 void FakeNode::Fence(uint64_t, std::function<void(absl::StatusOr<uint64_t>)> done) {
   env_->After(0, [done] { done(absl::UnimplementedError("fake node: fence")); });
@@ -492,6 +508,91 @@ TEST_CASE(
   CHECK(read.results.empty());
   CHECK(out_of_range.results.empty());
   CHECK(refreshed.empty());
+}
+
+}  // namespace
+}  // namespace cairn
+
+namespace cairn {
+namespace {
+
+// Collects one ReadAhead's result.
+struct AheadResult {
+  std::vector<absl::StatusOr<std::vector<std::string>>> results;
+  std::function<void(absl::StatusOr<std::vector<std::string>>)> Callback() {
+    return [this](absl::StatusOr<std::vector<std::string>> result) {
+      results.push_back(std::move(result));
+    };
+  }
+  // The first entry id of each batch of the one result.
+  std::vector<uint64_t> Bases() const {
+    REQUIRE(results.size() == 1);
+    INFO(results[0].status().ToString());
+    REQUIRE(results[0].ok());
+    std::vector<uint64_t> bases;
+    for (const std::string& batch : *results[0]) {
+      bases.push_back(Unwrap(BatchView::Parse(std::span<const char>(batch))).base_entry_id());
+    }
+    return bases;
+  }
+};
+
+TEST_CASE("replicated reader: a read ahead takes the run of batches a node gives in one request",
+          "[replication]") {
+  Fixture f;
+  f.env.node("a").script.ahead[0] = {MakeBatch(kLedger, 2, 2, "a"), MakeBatch(kLedger, 4, 2, "a"),
+                                     MakeBatch(kLedger, 6, 2, "a"), MakeBatch(kLedger, 8, 2, "a")};
+  AheadResult read;
+  f.reader->ReadAhead(0, 1 << 20, read.Callback());
+  f.env.RunAll();
+  CHECK(read.Bases() == std::vector<uint64_t>{0, 2, 4, 6, 8});
+  // One request, bounded by the ledger's end.
+  CHECK(f.env.node("a").aheads_asked ==
+        std::vector<FakeNode::Ahead>{{.entry = 0, .last_entry = 9, .max_bytes = 1 << 20}});
+  CHECK(f.env.node("b").reads_asked.empty());
+}
+
+TEST_CASE("replicated reader: a read ahead ends its run at a batch that is damaged or out of place",
+          "[replication]") {
+  Fixture f;
+  std::string damaged = MakeBatch(kLedger, 4, 2, "a");
+  damaged[damaged.size() / 2] ^= 1;
+  f.env.node("a").script.ahead[0] = {MakeBatch(kLedger, 2, 2, "a"), damaged,
+                                     MakeBatch(kLedger, 6, 2, "a")};
+  // A gap (4..5 missing), and another ledger's batch.
+  f.env.node("a").script.ahead[3] = {MakeBatch(kLedger, 6, 2, "a")};
+  f.env.node("a").script.ahead[6] = {MakeBatch(kLedger + 1, 8, 2, "a")};
+  AheadResult damaged_run, gap, foreign;
+  f.reader->ReadAhead(0, 1 << 20, damaged_run.Callback());
+  f.reader->ReadAhead(3, 1 << 20, gap.Callback());
+  f.reader->ReadAhead(6, 1 << 20, foreign.Callback());
+  f.env.RunAll();
+  CHECK(damaged_run.Bases() == std::vector<uint64_t>{0, 2});
+  CHECK(gap.Bases() == std::vector<uint64_t>{2});
+  CHECK(foreign.Bases() == std::vector<uint64_t>{6});
+}
+
+TEST_CASE("replicated reader: a read ahead stays within the entry's fragment", "[replication]") {
+  FakeEnv env;
+  ReplicatedLedgerRecord record;
+  record.ledger_id = kLedger;
+  record.config = {.ensemble_size = 3, .write_quorum = 3, .ack_quorum = 2};
+  record.fragments = {{.first_entry_id = 0, .nodes = {"a", "b", "c"}},
+                      {.first_entry_id = 6, .nodes = {"a", "b", "d"}}};
+  record.state = ReplicatedLedgerState::kClosed;
+  record.last_entry_id = 9;
+  Unwrap(internal::WriteLedgerRecord(env.metadata(), record, kNewKey));
+  env.node("a").script.reads[0] = Present(MakeBatch(kLedger, 0, 2, "a"));
+  // A node that answered past the fragment (entries 6..7 belong to the next one): not taken.
+  env.node("a").script.ahead[0] = {MakeBatch(kLedger, 2, 2, "a"), MakeBatch(kLedger, 4, 2, "a"),
+                                   MakeBatch(kLedger, 6, 2, "a")};
+  auto reader = Unwrap(ReplicatedReader::Open(&env, Options(), kLedger));
+  AheadResult read;
+  reader->ReadAhead(0, 1 << 20, read.Callback());
+  env.RunAll();
+  CHECK(read.Bases() == std::vector<uint64_t>{0, 2, 4});
+  REQUIRE(env.node("a").aheads_asked.size() == 1);
+  CHECK(env.node("a").aheads_asked[0].last_entry == 5);
 }
 
 }  // namespace
