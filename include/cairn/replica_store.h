@@ -105,4 +105,11 @@ class ReplicaStore {
   virtual absl::StatusOr<ReplicaInfo> Info(uint64_t ledger_id) = 0;
 };
 
+// A read ahead as a store node answers it (ReplicaNodeClient::ReadAhead): the batch holding
+// `entry_id` (not fencing), then in ReplicaRead::more the batches that follow it here, each read
+// as one entry is, while they are present and continue without a gap, none past `last_entry`,
+// until about `max_bytes` are gathered.
+ReplicaRead ReadAheadFrom(ReplicaStore& replicas, uint64_t ledger_id, uint64_t entry_id,
+                          uint64_t last_entry, uint64_t max_bytes);
+
 }  // namespace cairn

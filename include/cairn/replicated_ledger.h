@@ -99,6 +99,7 @@ struct ReplicationOptions {
   struct PlantedBugs {
     bool recovery_reads_without_fence = false;  // (BookKeeper issue 2614)
     bool acknowledge_out_of_order = false;      // at Qa, without waiting for earlier entries
+    bool read_ahead_past_lac = false;  // a read ahead not bounded by what may be read
   } planted_bugs;
 };
 

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <memory>
-#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,33 +54,6 @@ kj::Promise<void> ReplicaService::Add(ReplicaAddContext context) {
   });
 }
 
-namespace {
-
-// Adds to `read` (present) the batches after its own, each read as one entry is, while they are
-// present, none past `ahead_last`, until `ahead_bytes` are gathered.
-void ReadAhead(ReplicaStore& replicas, uint64_t ledger, uint64_t ahead_bytes, uint64_t ahead_last,
-               ReplicaRead& read) {
-  if (read.outcome != ReadOutcome::kPresent) return;
-  uint64_t bytes = read.batch.size();
-  absl::StatusOr<BatchView> view = BatchView::Parse(std::span<const char>(read.batch));
-  if (!view.ok()) return;
-  uint64_t last = view->last_entry_id();
-  while (bytes < ahead_bytes && last < ahead_last) {
-    ReplicaRead next = replicas.Read(ledger, last + 1, /*fence=*/false);
-    if (next.outcome != ReadOutcome::kPresent) return;
-    absl::StatusOr<BatchView> next_view = BatchView::Parse(std::span<const char>(next.batch));
-    if (!next_view.ok() || next_view->base_entry_id() != last + 1 ||
-        next_view->last_entry_id() > ahead_last) {
-      return;
-    }
-    last = next_view->last_entry_id();
-    bytes += next.batch.size();
-    read.more.push_back(std::move(next.batch));
-  }
-}
-
-}  // namespace
-
 kj::Promise<void> ReplicaService::Read(ReplicaReadContext context) {
   ReplicaStore* replicas = Require();
   auto params = context.getParams();
@@ -92,9 +64,8 @@ kj::Promise<void> ReplicaService::Read(ReplicaReadContext context) {
   const uint64_t ahead_last = params.getAheadLast();
   return RunBlocking(blocking_,
                      [replicas, ledger, entry, fence, ahead_bytes, ahead_last] {
-                       ReplicaRead read = replicas->Read(ledger, entry, fence);
-                       if (ahead_bytes > 0) ReadAhead(*replicas, ledger, ahead_bytes, ahead_last, read);
-                       return read;
+                       if (ahead_bytes == 0) return replicas->Read(ledger, entry, fence);
+                       return ReadAheadFrom(*replicas, ledger, entry, ahead_last, ahead_bytes);
                      })
       .then([context](ReplicaRead read) mutable {
         auto out = context.getResults().initRead();

@@ -92,7 +92,9 @@ class EntryRead : public std::enable_shared_from_this<EntryRead> {
         ahead_bytes_(ahead_bytes),
         // Within the entry's fragment (another fragment's entries live on other nodes) and what
         // may be read.
-        ahead_last_(std::min(state_->record.FragmentEnd(entry_id), state_->last_readable)),
+        ahead_last_(state_->options.planted_bugs.read_ahead_past_lac
+                        ? kNoEntry
+                        : std::min(state_->record.FragmentEnd(entry_id), state_->last_readable)),
         done_(std::move(done)) {}
 
   void Start() { AskNext(); }

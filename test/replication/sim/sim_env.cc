@@ -77,6 +77,23 @@ class SimNodeClient : public ReplicaNodeClient {
         });
   }
 
+  void ReadAhead(uint64_t ledger_id, uint64_t entry_id, uint64_t last_entry, uint64_t max_bytes,
+                 std::function<void(ReplicaRead)> done) override {
+    Send<ReplicaRead>(
+        absl::StrFormat("%s read-ahead L%d e%d..%s %dB", address_, ledger_id, entry_id,
+                        Entry(last_entry), max_bytes),
+        [ledger_id, entry_id, last_entry, max_bytes](StoreNode& node) {
+          return ReadAheadFrom(node.replicas(), ledger_id, entry_id, last_entry, max_bytes);
+        },
+        std::move(done),
+        [](absl::Status status) {
+          ReplicaRead read;
+          read.outcome = ReadOutcome::kUnknown;
+          read.status = std::move(status);
+          return read;
+        });
+  }
+
   void Fence(uint64_t ledger_id, std::function<void(absl::StatusOr<uint64_t>)> done) override {
     Send<absl::StatusOr<uint64_t>>(
         absl::StrFormat("%s fence L%d", address_, ledger_id),

@@ -116,6 +116,8 @@ class SeedRun {
         options_.planted_bug == PlantedBug::kRecoveryReadsWithoutFence;
     replication_.planted_bugs.acknowledge_out_of_order =
         options_.planted_bug == PlantedBug::kAcknowledgeOutOfOrder;
+    replication_.planted_bugs.read_ahead_past_lac =
+        options_.planted_bug == PlantedBug::kReadAheadPastLac;
     // What the protocol reports (answers that contradict the record, ...) goes into the trace.
     replication_.log = [this](LogLevel level, std::string_view message) {
       sim_.Note(absl::StrFormat("  %s: %s", LogLevelName(level), message));
@@ -441,17 +443,24 @@ class SeedRun {
     env(kReader).After(sim_.random().Range(2'000, 15'000), [this] { TailRefresh(); });
   }
 
+  // Runs of batches (ReadAhead, up to a random size), so that a run's bound is checked too.
   void TailRead(uint64_t last) {
-    tail_reader_->Read(tail_next_, [this, last](absl::StatusOr<std::string> batch) {
-      if (!batch.ok()) {
-        sim_.Note(absl::StrFormat("  reader: entry %d: %s", tail_next_, batch.status().ToString()));
+    const uint64_t ahead_bytes = sim_.random().Range(1, 16 << 10);
+    tail_reader_->ReadAhead(tail_next_, ahead_bytes, [this, last](
+                                                         absl::StatusOr<std::vector<std::string>>
+                                                             batches) {
+      if (!batches.ok()) {
+        sim_.Note(
+            absl::StrFormat("  reader: entry %d: %s", tail_next_, batches.status().ToString()));
         TailRefreshLater();
         return;
       }
-      std::optional<ReadBatch> read = Parsed(*batch, tail_next_, "the tailing reader");
-      if (!read) return;
-      history_.tail_reads.push_back(*read);
-      tail_next_ = read->last_entry_id + 1;
+      for (const std::string& batch : *batches) {
+        std::optional<ReadBatch> read = Parsed(batch, tail_next_, "the tailing reader");
+        if (!read) return;
+        history_.tail_reads.push_back(*read);
+        tail_next_ = read->last_entry_id + 1;
+      }
       if (tail_next_ <= last) {
         TailRead(last);
       } else {
@@ -640,6 +649,8 @@ std::string_view PlantedBugName(PlantedBug bug) {
       return "acknowledge-out-of-order";
     case PlantedBug::kNoLimbo:
       return "no-limbo";
+    case PlantedBug::kReadAheadPastLac:
+      return "read-ahead-past-lac";
   }
   return "unknown";
 }
@@ -647,7 +658,7 @@ std::string_view PlantedBugName(PlantedBug bug) {
 absl::StatusOr<PlantedBug> ParsePlantedBug(std::string_view name) {
   for (PlantedBug bug :
        {PlantedBug::kNone, PlantedBug::kRecoveryReadsWithoutFence, PlantedBug::kErrorAsAbsent,
-        PlantedBug::kAcknowledgeOutOfOrder, PlantedBug::kNoLimbo}) {
+        PlantedBug::kAcknowledgeOutOfOrder, PlantedBug::kNoLimbo, PlantedBug::kReadAheadPastLac}) {
     if (PlantedBugName(bug) == name) return bug;
   }
   return absl::InvalidArgumentError(absl::StrFormat("no planted bug named \"%s\"", name));

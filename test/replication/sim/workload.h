@@ -24,10 +24,11 @@ enum class PlantedBug {
   kErrorAsAbsent,
   kAcknowledgeOutOfOrder,
   kNoLimbo,  // Only seeds whose store nodes run with async durability can show it.
+  kReadAheadPastLac,
 };
 
 // "none", "recovery-reads-without-fence", "error-as-absent", "acknowledge-out-of-order",
-// "no-limbo".
+// "no-limbo", "read-ahead-past-lac".
 std::string_view PlantedBugName(PlantedBug bug);
 absl::StatusOr<PlantedBug> ParsePlantedBug(std::string_view name);
 
