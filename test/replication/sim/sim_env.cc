@@ -41,6 +41,14 @@ std::string Describe(const ReplicaRead& read) {
   return "unknown: " + read.status.ToString();
 }
 
+// A read the network lost: the node's answer is unknown.
+ReplicaRead UnknownRead(absl::Status status) {
+  ReplicaRead read;
+  read.outcome = ReadOutcome::kUnknown;
+  read.status = std::move(status);
+  return read;
+}
+
 // One client process's calls to one node, carried by the simulated network. An address that
 // names no node fails every call with kUnavailable, as an unreachable host would.
 class SimNodeClient : public ReplicaNodeClient {
@@ -69,12 +77,7 @@ class SimNodeClient : public ReplicaNodeClient {
           return node.replicas().Read(ledger_id, entry_id, fence);
         },
         std::move(done),
-        [](absl::Status status) {
-          ReplicaRead read;
-          read.outcome = ReadOutcome::kUnknown;
-          read.status = std::move(status);
-          return read;
-        });
+        UnknownRead);
   }
 
   void ReadAhead(uint64_t ledger_id, uint64_t entry_id, uint64_t last_entry, uint64_t max_bytes,
@@ -86,12 +89,7 @@ class SimNodeClient : public ReplicaNodeClient {
           return ReadAheadFrom(node.replicas(), ledger_id, entry_id, last_entry, max_bytes);
         },
         std::move(done),
-        [](absl::Status status) {
-          ReplicaRead read;
-          read.outcome = ReadOutcome::kUnknown;
-          read.status = std::move(status);
-          return read;
-        });
+        UnknownRead);
   }
 
   void Fence(uint64_t ledger_id, std::function<void(absl::StatusOr<uint64_t>)> done) override {
