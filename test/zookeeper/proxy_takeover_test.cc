@@ -31,15 +31,22 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-// ZooKeeper, one store node and two proxies whose sessions time out after 1 s.
+// ZooKeeper, one store node and two proxies whose sessions time out after 1 s. With
+// `relay_first`, the first proxy reaches ZooKeeper through a relay, which can cut it off.
 struct TwoProxies {
   cairn::testing::ZooKeeperEnsemble zk{1};
   cairn::testing::TempDir temp;
   std::string uri = "zk://" + zk.servers() + "/cairn/takeover";
+  std::unique_ptr<testing::Relay> relay;
   std::unique_ptr<testing::Daemon> store;
   std::unique_ptr<testing::Daemon> proxies[2];
 
-  TwoProxies() {
+  explicit TwoProxies(bool relay_first = false) {
+    if (relay_first) {
+      relay = std::make_unique<testing::Relay>();
+      const std::string server = zk.server(0);
+      relay->SetTarget(std::stoi(server.substr(server.rfind(':') + 1)));
+    }
     std::filesystem::create_directories(temp.path() + "/store");
     store = std::make_unique<testing::Daemon>(
         temp.path() + "/store", temp.path() + "/store.log",
@@ -49,8 +56,10 @@ struct TwoProxies {
   }
 
   void Start(int i) {
+    const std::string metadata =
+        i == 0 && relay != nullptr ? "zk://" + relay->address() + "/cairn/takeover" : uri;
     proxies[i] = std::make_unique<testing::Daemon>(
-        std::vector<std::string>{"proxy", "--store", store->address(), "--metadata", uri,
+        std::vector<std::string>{"proxy", "--store", store->address(), "--metadata", metadata,
                                  "--session-timeout-ms", "1000", "--bundles", "4", "--listen",
                                  "127.0.0.1:0", "--metrics-listen", "none"},
         temp.path() + "/proxy-" + std::to_string(i) + ".log");
@@ -357,6 +366,38 @@ TEST_CASE("takeover: consumers of each subscription type carry on when the owner
   CheckExactlyOnce(produced, ConsumeAll(cluster.proxies[1]->address(), "events",
                                         acknowledged.size()));
   CHECK(acknowledged.size() == 2000);
+}
+
+TEST_CASE("takeover: an owner cut off from ZooKeeper gives its topics up to another proxy",
+          "[zookeeper][daemon][takeover]") {
+  if (!cairn::testing::RequireZooKeeper()) return;
+  TwoProxies cluster(/*relay_first=*/true);
+  std::unique_ptr<Client> client = Connect(cluster.addresses());
+  REQUIRE(client->CreateTopic("audit", TopicConfig{}).ok());
+  absl::StatusOr<std::unique_ptr<Producer>> producer = client->CreateProducer("audit");
+  REQUIRE(producer.ok());
+  Produced produced;
+  Produce(**producer, 4000, 1000, produced, [&](int i) {
+    if (i == 1000) {
+      // The owner keeps its clients and its store node, and loses ZooKeeper alone.
+      cluster.relay->SetTarget(0);
+      cluster.relay->CutAll();
+    }
+  });
+  const absl::Status flushed = (*producer)->Flush();
+  INFO(flushed.ToString());
+  CHECK(flushed.ok());
+  REQUIRE((*producer)->Close().ok());
+  // It noticed within its session timeout, and stopped serving.
+  cluster.proxies[0]->WaitForLog("lost [0-9]* bundles");
+  cluster.proxies[1]->WaitForLog("took bundle");
+  std::map<std::string, int> seen =
+      ConsumeAll(cluster.proxies[1]->address(), "audit", produced.acknowledged.size());
+  CheckExactlyOnce(produced, seen);
+  CHECK(produced.acknowledged.size() == 4000);
+  // It ends within its grace, whatever ZooKeeper does.
+  CHECK(cluster.proxies[0]->Terminate() == 0);
+  CHECK(cluster.proxies[1]->Terminate() == 0);
 }
 
 }  // namespace
