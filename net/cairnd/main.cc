@@ -13,6 +13,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,7 @@
 #include "net/cluster/cluster_metadata.h"
 #include "net/metrics/counted_metadata_store.h"
 #include "net/cairnd/shutdown_deadline.h"
+#include "net/cluster/load_placement.h"
 #include "net/cluster/node_registry.h"
 #include "net/cluster/topic_ownership.h"
 #include "net/event_loop.h"
@@ -94,6 +96,10 @@ ABSL_FLAG(uint32_t, bundles, 16,
           "proxy with --metadata zk://...: how many bundles (hash ranges of topic names) the "
           "cluster's topics are grouped in, for ownership; the first proxy of a cluster sets it, "
           "later ones use the cluster's");
+ABSL_FLAG(uint32_t, load_shed_interval_ms, 30000,
+          "proxy with --metadata zk://...: every this many milliseconds, a proxy much more "
+          "loaded than the least loaded one (more than twice its score, plus one: "
+          "docs/cluster.md) hands one of its bundles to it; 0: never");
 ABSL_FLAG(std::string, advertise, "",
           "proxy with --metadata zk://...: the host:port clients reach this proxy at, as other "
           "proxies name it to them (default: the --listen address and port)");
@@ -169,7 +175,7 @@ constexpr char kUsage[] =
     "                              [--heartbeat-interval-ms 500] [--heartbeat-timeout-ms 2000]\n"
     "                              [--metadata HOST:PORT|zk://HOST:PORT[,HOST:PORT...][/ROOT]]\n"
     "                              [--session-timeout-ms MS] [--bundles 16]\n"
-    "                              [--advertise HOST:PORT]\n"
+    "                              [--advertise HOST:PORT] [--load-shed-interval-ms 30000]\n"
     "                              [--listen 127.0.0.1:7020] [--metrics-listen 127.0.0.1:7021]\n"
     "                              [--dedup-window-mib N]\n"
     "\n"
@@ -311,7 +317,8 @@ std::unique_ptr<NodeRegistration> RegisterNode(MetadataStore* cluster, std::stri
     if (!data_dir.empty() && ::statvfs(data_dir.c_str(), &fs) == 0) {
       free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
     }
-    return NodeRecord{.address = address, .free_bytes = free_bytes >> 20 << 20, .rack = rack};
+    return NodeRecord{
+        .address = address, .free_bytes = free_bytes >> 20 << 20, .rack = rack, .load = {}};
   };
   return std::make_unique<NodeRegistration>(cluster, std::string(prefix) + address, current,
                                             SessionTimeout(), std::chrono::seconds(10), log);
@@ -565,6 +572,22 @@ int RunProxy() {
     return Fail(absl::StrCat("proxy: ", connected.ToString()));
   }
 
+  // The proxy's latest load, from its event loop to its registration's thread.
+  struct LoadBoard {
+    NodeLoad Get() {
+      std::lock_guard lock(mu);
+      return load;
+    }
+    void Set(const ProxyLoad& now) {
+      std::lock_guard lock(mu);
+      load = {.topics = now.topics,
+              .connections = now.connections,
+              .messages_per_s = static_cast<uint64_t>(now.messages_per_s),
+              .bytes_per_s = static_cast<uint64_t>(now.bytes_per_s)};
+    }
+    std::mutex mu;
+    NodeLoad load;
+  } load;
   int exit_code = 0;
   kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&] {
     auto listen_on = [&](const std::string& address, uint16_t port) {
@@ -605,7 +628,19 @@ int RunProxy() {
             absl::StrCat("starting topic ownership: ", owned.status().message()))));
       }
       ownership = *std::move(owned);
-      registration = RegisterNode(cluster->get(), kProxyKeyPrefix, advertise, "", log);
+      // The proxy's record carries its load (refreshed every 2 s), which places bundles: one
+      // without an owner goes to the least loaded proxy.
+      registration = std::make_unique<NodeRegistration>(
+          cluster->get(), std::string(kProxyKeyPrefix) + advertise,
+          [advertise, &load] {
+            return NodeRecord{.address = advertise, .free_bytes = 0, .rack = absl::GetFlag(FLAGS_rack),
+                              .load = load.Get()};
+          },
+          SessionTimeout(), std::chrono::seconds(2), log);
+      ownership->SetPlacement([metadata = cluster->get(), log] {
+        absl::StatusOr<std::vector<NodeRecord>> proxies = ListProxies(*metadata, log);
+        return proxies.ok() ? LeastLoaded(*proxies) : std::string();
+      });
       absl::StatusOr<std::unique_ptr<MetadataWatch>> watch = (*cluster)->Watch(
           kStoreNodeKeyPrefix, WatchScope::kPrefix,
           [&cluster, log](const std::vector<KeyVersion>&) { LogStoreNodes(**cluster, log); });
@@ -649,6 +684,15 @@ int RunProxy() {
       proxy_options.max_in_flight_send_bytes = kMaxClientInFlightBytes / 2;
       proxy_options.dedup_window_bytes = dedup_window;
       proxy_options.ownership = ownership.get();
+      proxy_options.on_load = [&load](const ProxyLoad& now) { load.Set(now); };
+      if (ownership != nullptr) {
+        proxy_options.shed_interval =
+            std::chrono::milliseconds(absl::GetFlag(FLAGS_load_shed_interval_ms));
+        proxy_options.lighter_proxy = [metadata = cluster->get(), self = ownership->self(), log] {
+          absl::StatusOr<std::vector<NodeRecord>> proxies = ListProxies(*metadata, log);
+          return proxies.ok() ? MuchLighterThan(*proxies, self) : std::string();
+        };
+      }
       MetricsRegistry registry;
       proxy_options.metrics = &registry;
       MetricsHttpServer metrics_server(io.provider->getTimer(), &registry);

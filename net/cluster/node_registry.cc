@@ -20,8 +20,14 @@ using internal::Sv;
 using internal::UniqueLock;
 
 std::string EncodeNodeRecord(const NodeRecord& record) {
-  return absl::StrCat("address=", record.address, "\nfree_bytes=", record.free_bytes,
-                      "\nrack=", record.rack, "\n");
+  std::string out = absl::StrCat("address=", record.address, "\nfree_bytes=", record.free_bytes,
+                                 "\nrack=", record.rack, "\n");
+  if (record.load != NodeLoad{}) {
+    absl::StrAppend(&out, "topics=", record.load.topics, "\nconnections=", record.load.connections,
+                    "\nmessages_per_s=", record.load.messages_per_s,
+                    "\nbytes_per_s=", record.load.bytes_per_s, "\n");
+  }
+  return out;
 }
 
 absl::StatusOr<NodeRecord> DecodeNodeRecord(std::string_view value) {
@@ -33,16 +39,26 @@ absl::StatusOr<NodeRecord> DecodeNodeRecord(std::string_view value) {
       ParseTextRecord("node record", value);
   if (!fields.ok()) return fields.status();
   NodeRecord record;
+  auto number = [](std::string_view field, uint64_t& out) {
+    const auto [ptr, error] = std::from_chars(field.data(), field.data() + field.size(), out);
+    return error == std::errc() && ptr == field.data() + field.size() && !field.empty();
+  };
+  const std::pair<std::string_view, uint64_t*> numbers[] = {
+      {"free_bytes", &record.free_bytes},
+      {"topics", &record.load.topics},
+      {"connections", &record.load.connections},
+      {"messages_per_s", &record.load.messages_per_s},
+      {"bytes_per_s", &record.load.bytes_per_s}};
   for (const auto& [name, field] : *fields) {
     if (name == "address") {
       record.address = std::string(field);
     } else if (name == "rack") {
       record.rack = std::string(field);
-    } else if (name == "free_bytes") {
-      const auto [ptr, error] =
-          std::from_chars(field.data(), field.data() + field.size(), record.free_bytes);
-      if (error != std::errc() || ptr != field.data() + field.size() || field.empty()) {
-        return bad("free_bytes is not a number");
+    } else {
+      for (const auto& [number_name, out] : numbers) {
+        if (name == number_name && !number(field, *out)) {
+          return bad(absl::StrCat(Sv(number_name), " is not a number"));
+        }
       }
     }  // Other fields: from a later version, ignored.
   }
@@ -50,9 +66,11 @@ absl::StatusOr<NodeRecord> DecodeNodeRecord(std::string_view value) {
   return record;
 }
 
-absl::StatusOr<std::vector<NodeRecord>> ListStoreNodes(MetadataStore& metadata,
-                                                      const LogFunction& log) {
-  absl::StatusOr<std::vector<std::string>> keys = metadata.List(kStoreNodeKeyPrefix);
+namespace {
+
+absl::StatusOr<std::vector<NodeRecord>> ListNodes(MetadataStore& metadata, std::string_view prefix,
+                                                 const LogFunction& log) {
+  absl::StatusOr<std::vector<std::string>> keys = metadata.List(prefix);
   if (!keys.ok()) return keys.status();
   std::vector<NodeRecord> nodes;
   for (const std::string& key : *keys) {
@@ -67,6 +85,18 @@ absl::StatusOr<std::vector<NodeRecord>> ListStoreNodes(MetadataStore& metadata,
     nodes.push_back(*std::move(record));
   }
   return nodes;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<NodeRecord>> ListStoreNodes(MetadataStore& metadata,
+                                                      const LogFunction& log) {
+  return ListNodes(metadata, kStoreNodeKeyPrefix, log);
+}
+
+absl::StatusOr<std::vector<NodeRecord>> ListProxies(MetadataStore& metadata,
+                                                   const LogFunction& log) {
+  return ListNodes(metadata, kProxyKeyPrefix, log);
 }
 
 NodeRegistration::NodeRegistration(MetadataStore* metadata, std::string key,

@@ -32,10 +32,26 @@ namespace cairn::net {
 inline constexpr std::string_view kStoreNodeKeyPrefix = "nodes/stores/";
 inline constexpr std::string_view kProxyKeyPrefix = "nodes/proxies/";
 
+// A proxy's load, as it reports it in its record (what places bundles: docs/cluster.md).
+struct NodeLoad {
+  uint64_t topics = 0;       // open now
+  uint64_t connections = 0;  // of clients, now
+  uint64_t messages_per_s = 0;
+  uint64_t bytes_per_s = 0;
+  // One number to compare proxies by: messages/s in thousands, plus bytes/s in MiB, plus
+  // topics, plus connections in tens.
+  double Score() const {
+    return static_cast<double>(messages_per_s) / 1000 + static_cast<double>(bytes_per_s) / (1 << 20) +
+           static_cast<double>(topics) + static_cast<double>(connections) / 10;
+  }
+  bool operator==(const NodeLoad&) const = default;
+};
+
 struct NodeRecord {
   std::string address;  // host:port that clients and proxies connect to
   uint64_t free_bytes = 0;
   std::string rack;
+  NodeLoad load;  // proxies only
   bool operator==(const NodeRecord&) const = default;
 };
 
@@ -47,6 +63,9 @@ absl::StatusOr<NodeRecord> DecodeNodeRecord(std::string_view value);
 // logged): one bad record must not hide the others.
 absl::StatusOr<std::vector<NodeRecord>> ListStoreNodes(MetadataStore& metadata,
                                                       const LogFunction& log);
+// The same for the proxies (kProxyKeyPrefix).
+absl::StatusOr<std::vector<NodeRecord>> ListProxies(MetadataStore& metadata,
+                                                   const LogFunction& log);
 
 // Keeps one node's record registered under `key` while it exists. Registering happens on a
 // thread of its own, again and again until it succeeds: a record left by an earlier run of the

@@ -55,7 +55,7 @@ bool TopicOwnership::Serves(std::string_view topic) {
   return bundles_->Owns(bundle) && !HandingOff(bundle).has_value();
 }
 
-absl::StatusOr<std::string> TopicOwnership::Lookup(std::string_view topic) {
+absl::StatusOr<std::string> TopicOwnership::Lookup(std::string_view topic, bool place) {
   const uint32_t bundle = BundleOf(topic);
   if (std::optional<std::string> to = HandingOff(bundle); to.has_value()) {
     // Going, or gone, to `to`: that is where to go, and nowhere here.
@@ -66,6 +66,13 @@ absl::StatusOr<std::string> TopicOwnership::Lookup(std::string_view topic) {
     return *to;
   }
   if (bundles_->Owns(bundle)) return self();
+  if (place && placement_) {
+    // Owned elsewhere as far as the watch knows: there. Else where the placement says.
+    std::string owner = bundles_->OwnerOf(bundle);
+    if (!owner.empty() && owner != self()) return owner;
+    const std::string there = placement_();
+    if (!there.empty() && there != self()) return there;
+  }
   return bundles_->Acquire(bundle);
 }
 

@@ -49,7 +49,15 @@ class TopicOwnership {
   // it now, another proxy's if that one owns it (or it was handed to that one moments ago).
   // kUnavailable when it cannot tell now (the coordination service is unreachable, or a record
   // of this proxy's earlier life remains for the session timeout).
-  absl::StatusOr<std::string> Lookup(std::string_view topic);
+  //
+  // With a placement (SetPlacement) and `place`, a bundle without an owner is not taken here if
+  // the placement names another proxy: that proxy's address is the answer, and it takes the
+  // bundle when the client comes to it (a lookup there with `place` false: the proxy asked on
+  // behalf of a client already at it takes the bundle itself).
+  absl::StatusOr<std::string> Lookup(std::string_view topic, bool place = true);
+  // Where a bundle without an owner should go: a proxy's address (this one's: here). May be
+  // empty (no placement) and is called on the caller's thread; set before serving.
+  void SetPlacement(std::function<std::string()> placement) { placement_ = std::move(placement); }
   // Whether this proxy serves `topic` now. No I/O.
   bool Serves(std::string_view topic);
   std::vector<uint32_t> Owned() const { return bundles_->Owned(); }
@@ -79,6 +87,7 @@ class TopicOwnership {
   std::optional<std::string> HandingOff(uint32_t bundle);
 
   std::unique_ptr<BundleOwnership> bundles_;
+  std::function<std::string()> placement_;
 
   // Held while on_disown_ runs, and by OnDisown: a cleared callback is never running.
   cairn::internal::Mutex callback_mu_;

@@ -10,7 +10,8 @@ namespace cairn::net::internal {
 
 absl::Status OwnershipGate::Claim(std::string_view topic) {
   if (ownership_.Serves(topic)) return absl::OkStatus();
-  absl::StatusOr<std::string> owner = ownership_.Lookup(topic);
+  // The client is here: take the bundle if it has no owner, wherever a placement would put it.
+  absl::StatusOr<std::string> owner = ownership_.Lookup(topic, /*place=*/false);
   // Unreachable coordination, a record of this proxy's earlier life, or a bundle just handed
   // off: the client asks again, elsewhere.
   if (!owner.ok()) return MovedError(topic, "");

@@ -152,6 +152,8 @@ struct EventLoopState {
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> idle_waiters;
   bool persisting = false;  // a tick's PersistAll runs on the blocking pool
   bool retaining = false;   // a tick's ApplyRetentionAll runs on the blocking pool
+  bool shedding = false;    // a tick's ShedOne runs on the blocking pool
+  Clock::time_point last_shed = Clock::now();
   Clock::time_point last_retention = Clock::now();
   std::map<std::string, std::deque<RateSample>> rates;  // by topic
   // By topic, for as long as the topic is open: the weak pointer tells an entry whose topic was
@@ -232,6 +234,21 @@ struct Service final : public kj::TaskSet::ErrorHandler,
     options.log(LogLevel::kInfo, absl::StrCat("unloaded bundle ", name,
                                               to.empty() ? std::string() : " to " + to));
     return name;
+  }
+
+  // Pool thread: the load manager's turn. If a proxy much less loaded than this one exists and
+  // this one owns two bundles or more, one of them (the last) goes there.
+  void ShedOne() {
+    std::vector<uint32_t> owned = gate->ownership().Owned();
+    if (owned.size() < 2) return;
+    const std::string to = options.lighter_proxy();
+    if (to.empty() || to == gate->ownership().self()) return;
+    absl::StatusOr<std::string> unloaded =
+        Unload(gate->ownership().layout().Name(owned.back()), to);
+    if (!unloaded.ok()) {
+      options.log(LogLevel::kWarning, absl::StrCat("shedding load to ", to, ": ",
+                                                   unloaded.status().ToString()));
+    }
   }
 
   // What a call on a topic this proxy stopped serving (Topic::moved) is answered.
@@ -1102,6 +1119,17 @@ struct ProxyServer::Impl {
       }
       service.loop.rates = std::move(rates);
       service.ForgetClosedTopics();
+      if (service.options.on_load) service.options.on_load(Load(now));
+      if (service.gate != nullptr && service.options.shed_interval.count() > 0 &&
+          service.options.lighter_proxy && !service.loop.shedding &&
+          now - service.loop.last_shed >= service.options.shed_interval) {
+        service.loop.shedding = true;
+        service.loop.last_shed = now;
+        service.tasks.add(RunBlocking(service.blocking, [&service = service]() {
+                            service.ShedOne();
+                            return true;
+                          }).then([&service = service](bool) { service.loop.shedding = false; }));
+      }
       if (!service.loop.persisting) {
         service.loop.persisting = true;
         // The service's own task set runs the continuation, so it refers to the service only:
@@ -1122,6 +1150,22 @@ struct ProxyServer::Impl {
       }
       return Tick(timer);
     });
+  }
+
+  // This proxy's load now: its topics and connections, and the rates of messages and bytes in
+  // over the samples kept (the last kRateSamples ticks).
+  ProxyLoad Load(Clock::time_point now) {
+    ProxyLoad load{.topics = service.loop.rates.size(),
+                   .connections = service.connections.load(std::memory_order_relaxed)};
+    for (const auto& [name, samples] : service.loop.rates) {
+      const RateSample& first = samples.front();
+      const RateSample& last = samples.back();
+      const double seconds = std::chrono::duration<double>(now - first.at).count();
+      if (seconds <= 0 || last.messages_in < first.messages_in) continue;
+      load.messages_per_s += static_cast<double>(last.messages_in - first.messages_in) / seconds;
+      load.bytes_per_s += static_cast<double>(last.bytes_in - first.bytes_in) / seconds;
+    }
+    return load;
   }
 
   std::shared_ptr<Service> service_ptr;

@@ -17,7 +17,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "cairn/log.h"
@@ -30,6 +32,14 @@ namespace cairn::net {
 
 class MetricsRegistry;
 class TopicOwnership;
+
+// What a proxy reports of its load (ProxyOptions::on_load), once a tick.
+struct ProxyLoad {
+  uint64_t topics = 0;       // open now
+  uint64_t connections = 0;  // of clients, now
+  double messages_per_s = 0;  // in, over the last few ticks
+  double bytes_per_s = 0;
+};
 
 struct ProxyOptions {
   // Threads for blocking calls: opening topics and subscriptions, admin, acknowledgements.
@@ -56,6 +66,13 @@ struct ProxyOptions {
   // In a cluster of proxies: which topics this one serves (net/cluster/topic_ownership.h), and
   // `lookup` and `unload` answer from it. Borrowed, must outlive the server; null: every topic.
   TopicOwnership* ownership = nullptr;
+  // Called on the event loop once a tick with the proxy's load; may be empty.
+  std::function<void(const ProxyLoad&)> on_load;
+  // With ownership: every shed_interval (0: never), the proxy asks `lighter_proxy` (on a pool
+  // thread) for a proxy much less loaded than itself, and if one is named and this proxy owns
+  // two bundles or more, unloads one of them to it (the load manager, docs/cluster.md).
+  std::chrono::milliseconds shed_interval{0};
+  std::function<std::string()> lighter_proxy;
   // Where the proxy registers its metrics (docs/proxy.md lists them); borrowed, may be null.
   MetricsRegistry* metrics = nullptr;
   LogFunction log = StderrLog();

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "cairn/net/client.h"
 #include "test/net/net_fixtures.h"
 #include "test/zookeeper/zookeeper_server.h"
@@ -41,7 +42,10 @@ struct TwoProxies {
   std::unique_ptr<testing::Daemon> store;
   std::unique_ptr<testing::Daemon> proxies[2];
 
-  explicit TwoProxies(bool relay_first = false) {
+  std::vector<std::string> proxy_flags;
+
+  explicit TwoProxies(bool relay_first = false, std::vector<std::string> flags = {})
+      : proxy_flags(std::move(flags)) {
     if (relay_first) {
       relay = std::make_unique<testing::Relay>();
       const std::string server = zk.server(0);
@@ -58,11 +62,12 @@ struct TwoProxies {
   void Start(int i) {
     const std::string metadata =
         i == 0 && relay != nullptr ? "zk://" + relay->address() + "/cairn/takeover" : uri;
+    std::vector<std::string> args{"proxy", "--store", store->address(), "--metadata", metadata,
+                                  "--session-timeout-ms", "1000", "--bundles", "4", "--listen",
+                                  "127.0.0.1:0", "--metrics-listen", "none"};
+    args.insert(args.end(), proxy_flags.begin(), proxy_flags.end());
     proxies[i] = std::make_unique<testing::Daemon>(
-        std::vector<std::string>{"proxy", "--store", store->address(), "--metadata", metadata,
-                                 "--session-timeout-ms", "1000", "--bundles", "4", "--listen",
-                                 "127.0.0.1:0", "--metrics-listen", "none"},
-        temp.path() + "/proxy-" + std::to_string(i) + ".log");
+        args, temp.path() + "/proxy-" + std::to_string(i) + ".log");
   }
 
   // Both proxies, the first first.
@@ -398,6 +403,42 @@ TEST_CASE("takeover: an owner cut off from ZooKeeper gives its topics up to anot
   // It ends within its grace, whatever ZooKeeper does.
   CHECK(cluster.proxies[0]->Terminate() == 0);
   CHECK(cluster.proxies[1]->Terminate() == 0);
+}
+
+TEST_CASE("load manager: a busy proxy hands a bundle to an idle one, and its producers follow",
+          "[zookeeper][daemon][takeover]") {
+  if (!cairn::testing::RequireZooKeeper()) return;
+  TwoProxies cluster(/*relay_first=*/false, {"--load-shed-interval-ms", "1000"});
+  // Every topic through the first proxy alone: it takes every bundle they fall in.
+  std::unique_ptr<Client> client = Connect(cluster.proxies[0]->address());
+  std::vector<std::unique_ptr<Producer>> producers;
+  for (int t = 0; t < 8; ++t) {
+    const std::string topic = "load-" + std::to_string(t);
+    REQUIRE(client->CreateTopic(topic, TopicConfig{}).ok());
+    absl::StatusOr<std::unique_ptr<Producer>> producer = client->CreateProducer(topic);
+    REQUIRE(producer.ok());
+    producers.push_back(*std::move(producer));
+  }
+  // The second proxy, idle, gets a bundle within a few shedding turns; the producers keep
+  // sending meanwhile, without an error.
+  std::vector<std::string> errors;
+  int sent = 0;
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  bool moved = false;
+  while (!moved && Clock::now() < deadline) {
+    for (auto& producer : producers) {
+      absl::StatusOr<MessageId> id =
+          producer->Send({.key = std::nullopt, .value = "v" + std::to_string(sent++)});
+      if (!id.ok()) errors.push_back(id.status().ToString());
+    }
+    moved = absl::StrContains(cluster.proxies[1]->Log(), "took bundle");
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  CHECK(moved);
+  INFO("first error: " << (errors.empty() ? "" : errors[0]));
+  CHECK(errors.empty());
+  CHECK(absl::StrContains(cluster.proxies[0]->Log(), "unloaded bundle"));
+  for (auto& producer : producers) CHECK(producer->Close().ok());
 }
 
 }  // namespace
