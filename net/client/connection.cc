@@ -135,7 +135,9 @@ kj::Promise<kj::Own<RpcConnection>> ClientConnection::FollowOwner(
     std::string address, kj::Own<RpcConnection> connection, std::chrono::milliseconds timeout) {
   auto request = connection->Bootstrap<rpc::Proxy>().lookupRequest();
   request.setTopic(kj::StringPtr(topic_.c_str(), topic_.size()));
-  return request.send()
+  // A proxy that answered the ping and then stopped answering must not hold the reconnection.
+  return thread_->timer()
+      .timeoutAfter(timeout.count() * kj::MILLISECONDS, request.send())
       .then([this, address, timeout, connection = kj::mv(connection)](
                 capnp::Response<rpc::Proxy::LookupResults> response) mutable
             -> kj::Promise<kj::Own<RpcConnection>> {
