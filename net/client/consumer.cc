@@ -676,9 +676,7 @@ class ConsumerCore final : public SessionUser {
 
 class ConsumerImpl final : public Consumer {
  public:
-  explicit ConsumerImpl(std::unique_ptr<ConsumerCore> core,
-                        std::unique_ptr<ClientConnection> own_connection = nullptr)
-      : own_connection_(std::move(own_connection)), core_(std::move(core)) {}
+  explicit ConsumerImpl(std::unique_ptr<ConsumerCore> core) : core_(std::move(core)) {}
   ~ConsumerImpl() override {
     if (!closed_) Close().IgnoreError();
   }
@@ -700,6 +698,7 @@ class ConsumerImpl final : public Consumer {
   }
 
  public:
+  // The connection the core borrows, when it is this one's alone (bound to the topic).
   void Own(std::unique_ptr<ClientConnection> connection) { own_connection_ = std::move(connection); }
 
  private:

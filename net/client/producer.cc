@@ -536,9 +536,7 @@ class ProducerCore final : public SessionUser {
 
 class ProducerImpl final : public Producer {
  public:
-  explicit ProducerImpl(std::unique_ptr<ProducerCore> core,
-                        std::unique_ptr<ClientConnection> own_connection = nullptr)
-      : own_connection_(std::move(own_connection)), core_(std::move(core)) {}
+  explicit ProducerImpl(std::unique_ptr<ProducerCore> core) : core_(std::move(core)) {}
   ~ProducerImpl() override {
     if (!closed_) Close().IgnoreError();
   }
@@ -557,6 +555,7 @@ class ProducerImpl final : public Producer {
   }
 
  public:
+  // The connection the core borrows, when it is this one's alone (bound to the topic).
   void Own(std::unique_ptr<ClientConnection> connection) { own_connection_ = std::move(connection); }
 
  private:
