@@ -5,9 +5,11 @@
 //
 //  - Every change to file data (write, truncate, allocate) that is not yet durable has a
 //    Change record holding the bytes and size it replaced and the bytes it wrote. A sync that
-//    succeeds retires the records it covers, except on a file that still has records lost to a
-//    failed sync: there they stay, marked durable, because undoing an older lost change must
-//    not undo a newer durable one (a file written again after a failed attempt).
+//    succeeds retires the records it covers, except on a file that still has older records it
+//    does not retire (lost to a failed sync, or not covered: a write still in flight when the
+//    sync was asked for): there they stay, marked durable, because undoing an older pending
+//    change must not undo a newer durable one (a file written again after a failed attempt, or
+//    the same bytes written twice from two threads).
 //  - Every create and rename that is not yet durable has a DirectoryChange record; a directory
 //    sync retires those in that directory.
 //  - SimulateCrash() undoes all records newest first, then re-applies the durable ones and the
@@ -674,18 +676,36 @@ void FaultFileSystem::Complete(const IoCompletion& completion, uint64_t change_s
     });
     return;
   }
+  std::set<uint64_t> nodes;
   for (uint64_t seq : sync->changes) {
     auto it = changes_.find(seq);
     if (it == changes_.end() || it->second.lost) continue;
     const uint64_t node = it->second.node;
-    const bool after_lost = std::any_of(changes_.begin(), it, [&](const auto& entry) {
-      return entry.second.node == node && entry.second.lost;
+    nodes.insert(node);
+    // An older change of the file that stays pending (lost to a failed sync, or one this sync
+    // does not cover: a write still in flight when it was asked for) is undone by a crash, and
+    // undoing it restores the bytes and size from before it: this durable change must then be
+    // re-applied.
+    const bool after_pending = std::any_of(changes_.begin(), it, [&](const auto& entry) {
+      return entry.second.node == node && !entry.second.durable;
     });
-    if (after_lost) {
+    if (after_pending) {
       it->second.durable = true;
     } else {
       changes_.erase(it);
     }
+  }
+  // Durable changes kept for older pending ones that this sync retired are no longer needed.
+  std::set<uint64_t> pending;
+  for (auto it = changes_.begin(); it != changes_.end();) {
+    const uint64_t node = it->second.node;
+    if (!it->second.durable) {
+      pending.insert(node);
+    } else if (nodes.count(node) && !pending.count(node)) {
+      it = changes_.erase(it);
+      continue;
+    }
+    ++it;
   }
 }
 

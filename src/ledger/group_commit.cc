@@ -161,7 +161,8 @@ void StoreImpl::WorkerLoop() {
       round_running_ = true;
       const bool failed = !fail_stop_.ok();
       lock.unlock();
-      if (!failed) {
+      FinishCheckpointBehind();  // One behind the rounds ends first.
+      if (!failed && !read_only()) {
         absl::Status checkpointed = Checkpoint();
         if (!checkpointed.ok()) CheckpointFailed(checkpointed);
       }
@@ -609,10 +610,13 @@ void StoreImpl::PublishRound(Round& round) {
       OnFailure(round.written[i] ? FailedStep::kSync : FailedStep::kRoundWrite, status)
           .IgnoreError();  // The appends get it below.
       // Cut back whatever part of the write landed, so the file ends at acknowledged data (or
-      // before the bytes held in memory, which the file never had).
-      const uint64_t cut = p.behind ? ledger.segments[p.segment_index].written_end() : p.position;
-      p.file->Truncate(cut).IgnoreError();  // Best effort; recovery handles the rest.
+      // before the bytes held in memory, which the file never had, unless a checkpoint behind
+      // the rounds wrote them). Under the ledger's lock, which that checkpoint's write holds.
       std::lock_guard lock(ledger.mu);
+      const Segment& cut_segment = ledger.segments[p.segment_index];
+      const uint64_t cut = p.behind ? std::max(cut_segment.written_end(), cut_segment.checkpoint_end)
+                                    : p.position;
+      p.file->Truncate(cut).IgnoreError();  // Best effort; recovery handles the rest.
       ledger.segments[p.segment_index].file_bytes.reset();
       ++ledger.epoch;
       ledger.next_entry_id = ledger.segments.back().end_entry_id;
@@ -704,11 +708,19 @@ void StoreImpl::AfterRound(Round& round) {
   // record lost data as durable (an index covering bytes that are not on disk). Checked again
   // before the roll: the checkpoint may have failed.
   if (read_only()) return;
+  if (checkpointer_.joinable() && checkpointer_done_.load(std::memory_order_acquire)) {
+    FinishCheckpointBehind();
+  }
   if (journaled() && journal_.position() >= options_.journal_file_bytes &&
+      !checkpointer_.joinable() && !read_only() &&
       (space_freed_.exchange(false, std::memory_order_relaxed) ||
        std::chrono::steady_clock::now() >= checkpoint_retry_at_)) {
-    absl::Status checkpointed = Checkpoint();
-    if (!checkpointed.ok()) CheckpointFailed(checkpointed);
+    if (checkpoints_behind()) {
+      StartCheckpointBehind();
+    } else {
+      absl::Status checkpointed = Checkpoint();
+      if (!checkpointed.ok()) CheckpointFailed(checkpointed);
+    }
   }
   Ledger* roll = round.roll;
   if (roll == nullptr || read_only()) return;

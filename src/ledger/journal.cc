@@ -89,30 +89,39 @@ absl::Status StoreImpl::Checkpoint() {
   CAIRN_RETURN_IF_ERROR(FinishOpenSegments(queue, dirty, &then));
   CAIRN_RETURN_IF_ERROR(UseJournalFile(seq, std::move(journal)));
   dirty_.clear();
+  CheckpointDone(seq, nullptr);
+  return absl::OkStatus();
+}
+
+void StoreImpl::CheckpointDone(uint64_t seq, const std::set<uint64_t>* deleted) {
   bool retried;
   {
     MutexLock lock(mu_);
     ++checkpoints_;
     retried = !checkpoint_error_.ok();
     checkpoint_error_ = absl::OkStatus();
-    deleted_since_checkpoint_.clear();
+    if (deleted == nullptr) {
+      deleted_since_checkpoint_.clear();
+    } else {
+      for (uint64_t id : *deleted) deleted_since_checkpoint_.erase(id);
+    }
   }
   checkpointed_.notify_all();
   if (retried && options_.log) {
     options_.log(LogLevel::kInfo, "store: journal checkpoint done after failing for lack of space");
   }
-  // 3. Older journal files are no longer needed. They go in the background: appends wait for
-  //    this checkpoint, not for the unlinks.
-  CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, fs_->ListDirectory(options_.journal_dir));
+  // Older journal files are no longer needed. They go in the background: appends wait for this
+  // checkpoint, not for the unlinks. One that cannot be listed now is found by the next.
+  absl::StatusOr<std::vector<std::string>> names = fs_->ListDirectory(options_.journal_dir);
+  if (!names.ok()) return;
   std::vector<std::string> old_files;
-  for (const std::string& name : names) {
+  for (const std::string& name : *names) {
     std::optional<uint64_t> old = ParseHexName(name, ".jnl");
     if (old.has_value() && *old < seq) {
       old_files.push_back(absl::StrCat(options_.journal_dir, "/", name));
     }
   }
   RemoveInBackground(std::move(old_files));
-  return absl::OkStatus();
 }
 
 void StoreImpl::CheckpointFailed(const absl::Status& status) {

@@ -172,8 +172,6 @@ absl::StatusOr<IndexCache::Index> StoreImpl::SealedIndex(IoQueue& queue, const S
 }
 
 
-namespace {
-
 std::string EncodeSegmentIndex(const Segment& segment, uint64_t ledger_id) {
   IndexHeader header{ledger_id,
                      segment.base_entry_id,
@@ -183,8 +181,6 @@ std::string EncodeSegmentIndex(const Segment& segment, uint64_t ledger_id) {
                      segment.index.size()};
   return EncodeIndex(header, segment.index);
 }
-
-}  // namespace
 
 absl::Status StoreImpl::WriteSegmentIndex(IoQueue& queue, const Segment& segment,
                                           uint64_t ledger_id) {
@@ -403,6 +399,7 @@ absl::Status StoreImpl::RollSegment(Ledger& ledger, uint64_t base_entry_id) {
   }
   if (open != nullptr) {
     // Only the worker changes segments, so `open` stays put while it works.
+    std::lock_guard index_lock(ledger.index_mu);
     CAIRN_RETURN_IF_ERROR(FinishSegmentFile(queue, *open));
     CAIRN_RETURN_IF_ERROR(WriteSegmentIndex(queue, *open, ledger.id));
     std::lock_guard lock(ledger.mu);

@@ -98,6 +98,7 @@ absl::Status StoreImpl::Close() {
   work_.notify_all();
   checkpointed_.notify_all();
   if (worker_.joinable()) worker_.join();
+  FinishCheckpointBehind();  // The worker stopped: a checkpoint behind its rounds ends first.
 
   absl::Status status;
   bool failed;
@@ -203,9 +204,10 @@ absl::StatusOr<uint64_t> StoreImpl::CreateLedger(std::optional<uint64_t> request
       id = *requested;
       if (ledgers_.count(id))
         return absl::AlreadyExistsError(absl::StrCat("ledger ", id, " exists"));
-      if (deleted_since_checkpoint_.count(id)) {
-        // See deleted_since_checkpoint_. Any checkpoint that ends from now on will do: no round
-        // runs during one, and the old ledger's last round came before its delete.
+      while (deleted_since_checkpoint_.count(id)) {
+        // See deleted_since_checkpoint_. The checkpoint asked for runs between rounds, and the
+        // old ledger's last round came before its delete. (One behind the rounds that ends
+        // meanwhile covers the delete only if its journal switch came after it.)
         const uint64_t target = checkpoints_ + 1;
         const uint64_t failures = checkpoint_failures_;
         checkpoint_requested_ = true;
@@ -312,7 +314,9 @@ absl::Status StoreImpl::DeleteLedger(uint64_t id) {
   }
   std::vector<std::string> index_paths;
   {
-    std::lock_guard lock(ledger->mu);
+    std::unique_lock lock(ledger->mu);
+    // A checkpoint behind the rounds may be writing its files: it sees `deleted` and stops.
+    ledger->changed.wait(lock, [&] { return ledger->checkpointing == 0; });
     for (Segment& s : ledger->segments) {
       index_paths.push_back(IndexPathOf(s));
       s.file.reset();
@@ -434,6 +438,8 @@ absl::StatusOr<uint64_t> StoreImpl::SealFenced(uint64_t id, uint64_t last) {
       MutexLock store_lock(mu_);
       if (!fail_stop_.ok()) return fail_stop_;
     }
+    // From the final index to the segment marked sealed (see Ledger::index_mu).
+    std::lock_guard index_lock(ledger->index_mu);
     absl::Status finished;
     {
       std::lock_guard lock(ledger->mu);
@@ -461,6 +467,8 @@ absl::StatusOr<uint64_t> StoreImpl::SealLedger(const std::shared_ptr<Ledger>& le
     MutexLock store_lock(mu_);
     if (!fail_stop_.ok()) return fail_stop_;
   }
+  // From the final index to the segment marked sealed (see Ledger::index_mu).
+  std::lock_guard index_lock(ledger->index_mu);
   uint64_t last;
   absl::Status finished;
   {

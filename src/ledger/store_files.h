@@ -21,6 +21,8 @@ std::string SegmentName(uint64_t base);
 std::string IndexName(uint64_t base);
 // The index file beside a segment file.
 std::string IndexPathOf(const Segment& segment);
+// The index file's bytes for a segment as far as it goes (its index records and end).
+std::string EncodeSegmentIndex(const Segment& segment, uint64_t ledger_id);
 
 // A failed sync leaves unknown what reached the disk: a later sync can succeed without having
 // persisted what this one lost. So its error never reads as a full disk, which the store takes

@@ -85,6 +85,10 @@ struct Segment {
   // them too. Readers and Verify take them from here. Changed under the ledger's lock.
   std::vector<char> unwritten;
   uint64_t written_end() const { return end_position - unwritten.size(); }
+  // A checkpoint behind the rounds wrote the file up to here (bytes held in memory among them)
+  // and its index may cover that much: a failed round never cuts the file below it. Under the
+  // ledger's lock.
+  uint64_t checkpoint_end = 0;
 };
 
 // A ledger's state. Guarded by `mu` except where noted.
@@ -94,6 +98,14 @@ struct Ledger {
   std::mutex mu;
   std::condition_variable changed;  // LAC moved, or the ledger was sealed, fenced or deleted.
   std::mutex meta_mu;               // Held while writing `dir`/meta.
+  // Held by a roll or a seal from writing the open segment's final index until the segment is
+  // marked sealed, and by a checkpoint behind the rounds while it puts its index of the open
+  // segment in place: so a checkpoint's index, which covers the segment as far as it was when
+  // the checkpoint looked, never replaces a finished segment's. Taken before `mu`.
+  std::mutex index_mu;
+  // A checkpoint behind the rounds is writing files of this ledger: DeleteLedger waits for 0
+  // before removing them.
+  int checkpointing = 0;
 
   LedgerState state = LedgerState::kOpen;
   bool fenced = false;
@@ -386,6 +398,29 @@ class StoreImpl final : public Store {
   // Makes every segment written since the last checkpoint durable with its index, starts a new
   // journal file and records the checkpoint; older journal files are removed.
   absl::Status Checkpoint();
+  // Checkpoints behind the rounds (checkpoint_behind.cc), in sync mode with a journal unless
+  // StoreOptions::checkpoint_in_background is false.
+  // StartCheckpointBehind (worker, as a round): a new journal file, durable and named, takes the
+  // rounds from here; the ledgers written before it go to CheckpointBehind, on checkpointer_.
+  // CheckpointBehind syncs and indexes their open
+  // segments as far as they are when it looks (never less than what the old journal files hold)
+  // and then names the new file in CHECKPOINT. FinishCheckpointBehind (worker, or Close once the
+  // worker stopped) waits for it and takes its outcome: after a failure its ledgers are dirty
+  // again, and CheckpointFailed decides.
+  bool checkpoints_behind() const {
+    return segments_behind_journal() && options_.checkpoint_in_background;
+  }
+  void StartCheckpointBehind();
+  absl::Status CheckpointBehind(uint64_t seq, const std::vector<std::shared_ptr<Ledger>>& ledgers,
+                                const std::set<uint64_t>& deleted);
+  void FinishCheckpointBehind();
+  std::thread checkpointer_;                    // Worker only (join).
+  std::atomic<bool> checkpointer_done_{false};  // Its status is set.
+  absl::Status checkpointer_status_;            // Written by checkpointer_ before done.
+  std::vector<std::shared_ptr<Ledger>> checkpointer_ledgers_;  // Worker only.
+  // A checkpoint is durable: counts it, clears the deletes it covers (`deleted`; null: all), and
+  // removes the journal files before `seq`. Any thread, no lock held.
+  void CheckpointDone(uint64_t seq, const std::set<uint64_t>* deleted);
   // After a failed checkpoint (worker, no lock held). A full disk (a write that found no
   // space; see SyncFailure in store.cc for a sync's) leaves the store as it was: rounds go on
   // appending to the journal, past journal_file_bytes, and one tries again once

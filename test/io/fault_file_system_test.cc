@@ -90,6 +90,30 @@ TEST_CASE("fault fs: a sync covers only writes completed before it was enqueued"
   CHECK(ReadAll(f.fs(), f.t->Path("log")).empty());
 }
 
+TEST_CASE("fault fs: a durable write survives a crash that undoes an older one still in flight",
+          "[io][fault]") {
+  // Two threads write the same bytes at the same place: one's write is still in flight (not
+  // reaped) when the other's completes and is synced. The crash undoes the first, restoring the
+  // file as it was before it, and must not take the synced bytes with it.
+  Fixture f(GENERATE(from_range(Kinds())));
+  auto file = f.Open("log");
+  f.SyncRoot();
+  auto q = f.Queue();
+  REQUIRE(WriteAt(*q, *file, 0, std::string("head|")).ok());
+  REQUIRE(DataSync(*q, *file).ok());
+  std::string data = "same bytes";
+  auto in_flight = f.Queue();
+  REQUIRE(in_flight->Enqueue(IoRequest::Write(file.get(), 5, data, 1)).ok());
+  REQUIRE(in_flight->Submit().ok());
+  REQUIRE(WriteAt(*q, *file, 5, data).ok());
+  REQUIRE(DataSync(*q, *file).ok());
+  std::array<IoCompletion, 1> out;
+  REQUIRE(*in_flight->Reap(out, 1) == 1);  // Reaped only after the sync was asked for.
+  REQUIRE(out[0].status.ok());
+  REQUIRE(f.fs().SimulateCrash(NoTear()).ok());
+  CHECK(ReadAll(f.fs(), f.t->Path("log")) == "head|same bytes");
+}
+
 // Files "a" and "b" (their directory synced), holding completed but unsynced writes "one" and
 // "two".
 struct TwoFiles {

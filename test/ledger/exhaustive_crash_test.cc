@@ -111,6 +111,7 @@ class Run {
       options.journal_dir = "/journal";
       options.journal_file_bytes = kMinJournalFileBytes;
       options.remove_in_background = false;  // One fixed order of operations.
+      options.checkpoint_in_background = false;
     }
     return options;
   }
