@@ -146,6 +146,9 @@ ABSL_FLAG(uint32_t, raw_group_files, 64,
 ABSL_FLAG(uint64_t, raw_group_rounds, 500, "Rounds of raw_group_sync.");
 ABSL_FLAG(uint64_t, journal_file_bytes, 0,
           "With --journal: StoreOptions::journal_file_bytes (0: the store's default).");
+ABSL_FLAG(bool, checkpoint_in_background, true,
+          "With --journal: StoreOptions::checkpoint_in_background (false: checkpoints between "
+          "rounds, which wait for them).");
 ABSL_FLAG(uint64_t, raw_journal_rounds, 4000, "Rounds of raw_journal_rounds(_pipelined).");
 ABSL_FLAG(uint64_t, raw_journal_bytes, 64 * 1024,
           "Bytes each round of raw_journal_rounds(_pipelined) writes: the journal's share of a "
@@ -689,6 +692,7 @@ StoreOptions MakeStoreOptions(const Context& ctx, const std::string& dir, Durabi
   options.file_system = ctx.fs;
   if (absl::GetFlag(FLAGS_journal)) options.journal_dir = dir + "/journal";
   if (uint64_t v = absl::GetFlag(FLAGS_journal_file_bytes); v != 0) options.journal_file_bytes = v;
+  options.checkpoint_in_background = absl::GetFlag(FLAGS_checkpoint_in_background);
   return options;
 }
 

@@ -127,8 +127,14 @@ class Appender {
   explicit Appender(LedgerWriter& writer)
       : thread_([this, &writer] {
           for (uint64_t entry = 0; !stop_.load(); ++entry) {
+            // No Catch assertions off the test's thread: they are not thread-safe.
             BatchBuilder batch;
-            REQUIRE(batch.Add({.key = std::nullopt, .value = Value(entry), .timestamp_us = 1}).ok());
+            if (absl::Status added = batch.Add(
+                    {.key = std::nullopt, .value = Value(entry), .timestamp_us = 1});
+                !added.ok()) {
+              error_ = added;
+              return;
+            }
             absl::StatusOr<AppendResult> result = writer.Append(batch);
             if (!result.ok()) {
               error_ = result.status();
