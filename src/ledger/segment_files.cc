@@ -400,8 +400,16 @@ absl::Status StoreImpl::RollSegment(Ledger& ledger, uint64_t base_entry_id) {
   if (open != nullptr) {
     // Only the worker changes segments, so `open` stays put while it works.
     std::lock_guard index_lock(ledger.index_mu);
-    CAIRN_RETURN_IF_ERROR(FinishSegmentFile(queue, *open));
-    CAIRN_RETURN_IF_ERROR(WriteSegmentIndex(queue, *open, ledger.id));
+    // A failure is decided with the lock held, and looked for once it is taken: after a failed
+    // sync of this segment (a checkpoint's behind the rounds, which holds the same lock until it
+    // stopped the store), a later sync's success vouches for nothing.
+    if (read_only()) return absl::UnavailableError("the store is read-only after an I/O failure");
+    absl::Status finished = FinishSegmentFile(queue, *open);
+    if (finished.ok()) finished = WriteSegmentIndex(queue, *open, ledger.id);
+    if (!finished.ok()) {
+      return OnFailure(FailedStep::kLedgerFiles,
+                       Annotate(finished, absl::StrCat("ledger ", ledger.id, ": finishing a segment")));
+    }
     std::lock_guard lock(ledger.mu);
     index_cache_.Put(IndexPathOf(*open),
                      std::make_shared<const std::vector<IndexRecord>>(std::move(open->index)));

@@ -438,8 +438,10 @@ absl::StatusOr<uint64_t> StoreImpl::SealFenced(uint64_t id, uint64_t last) {
       MutexLock store_lock(mu_);
       if (!fail_stop_.ok()) return fail_stop_;
     }
-    // From the final index to the segment marked sealed (see Ledger::index_mu).
+    // From the final index to the segment marked sealed (see Ledger::index_mu); a checkpoint
+    // behind the rounds whose sync failed stopped the store before letting it go.
     std::lock_guard index_lock(ledger->index_mu);
+    if (read_only()) return absl::UnavailableError("the store is read-only after an I/O failure");
     absl::Status finished;
     {
       std::lock_guard lock(ledger->mu);
@@ -467,8 +469,10 @@ absl::StatusOr<uint64_t> StoreImpl::SealLedger(const std::shared_ptr<Ledger>& le
     MutexLock store_lock(mu_);
     if (!fail_stop_.ok()) return fail_stop_;
   }
-  // From the final index to the segment marked sealed (see Ledger::index_mu).
+  // From the final index to the segment marked sealed (see Ledger::index_mu); a checkpoint
+  // behind the rounds whose sync failed stopped the store before letting it go.
   std::lock_guard index_lock(ledger->index_mu);
+  if (read_only()) return absl::UnavailableError("the store is read-only after an I/O failure");
   uint64_t last;
   absl::Status finished;
   {

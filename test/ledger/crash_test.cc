@@ -886,7 +886,15 @@ FailedFsyncOutcome RunFailedFsync(uint64_t seed, bool journal) {
   }
   for (auto& writer : writers) writer->Flush().IgnoreError();  // Failures are counted above.
   outcome.injected_fsync_errors = fault->stats().injected_sync_errors;
-  if (outcome.injected_fsync_errors > 0) CHECK(store->read_only());  // Fail-stop.
+  if (outcome.injected_fsync_errors > 0) {
+    // Fail-stop. A checkpoint behind the rounds (journal) stops the store from its own thread,
+    // just after its sync failed: give it a moment.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!store->read_only() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    CHECK(store->read_only());
+  }
 
   Crash(*fault);
   writers.clear();
