@@ -146,7 +146,7 @@ ABSL_FLAG(uint32_t, raw_group_files, 64,
 ABSL_FLAG(uint64_t, raw_group_rounds, 500, "Rounds of raw_group_sync.");
 ABSL_FLAG(uint64_t, journal_file_bytes, 0,
           "With --journal: StoreOptions::journal_file_bytes (0: the store's default).");
-ABSL_FLAG(bool, checkpoint_in_background, true,
+ABSL_FLAG(bool, checkpoint_in_background, false,
           "With --journal: StoreOptions::checkpoint_in_background (false: checkpoints between "
           "rounds, which wait for them).");
 ABSL_FLAG(uint64_t, raw_journal_rounds, 4000, "Rounds of raw_journal_rounds(_pipelined).");
