@@ -406,10 +406,8 @@ absl::Status StoreImpl::RollSegment(Ledger& ledger, uint64_t base_entry_id) {
     if (read_only()) return absl::UnavailableError("the store is read-only after an I/O failure");
     absl::Status finished = FinishSegmentFile(queue, *open);
     if (finished.ok()) finished = WriteSegmentIndex(queue, *open, ledger.id);
-    if (!finished.ok()) {
-      return OnFailure(FailedStep::kLedgerFiles,
-                       Annotate(finished, absl::StrCat("ledger ", ledger.id, ": finishing a segment")));
-    }
+    // The caller names the ledger and the step in the appends' error.
+    if (!finished.ok()) return OnFailure(FailedStep::kLedgerFiles, finished);
     std::lock_guard lock(ledger.mu);
     index_cache_.Put(IndexPathOf(*open),
                      std::make_shared<const std::vector<IndexRecord>>(std::move(open->index)));
