@@ -127,7 +127,6 @@ class ConnectionSet : public kj::TaskSet::ErrorHandler {
     connections_ = nullptr;
   }
 
-  // Connections open now.
   // Connections open now. Thread-safe.
   uint64_t open() const { return open_.load(std::memory_order_relaxed); }
 

@@ -76,6 +76,10 @@ struct Topic {
   // Set once this proxy stopped serving the topic (Broker::Disown): its streams are closed, and
   // its producers' and consumers' calls are answered with where it went.
   std::atomic<bool> moved{false};
+  // Set once Broker::CloseTopic began closing the streams (the proxy shutting down): a call that
+  // was taken before and runs after is answered kUnavailable, never handed to a stream that is
+  // gone.
+  std::atomic<bool> closed{false};
   std::atomic<uint64_t> messages_in{0};
   std::atomic<uint64_t> bytes_in{0};
   std::atomic<uint64_t> messages_out{0};

@@ -257,6 +257,15 @@ struct Service final : public kj::TaskSet::ErrorHandler,
     return absl::FailedPreconditionError(absl::StrCat("topic ", topic.name, " was closed"));
   }
 
+  // What a send is answered that reaches a topic after its streams closed (Topic::closed): a
+  // call the connection's end did not cancel, or one waiting for the send budget or a ledger's
+  // start. It was not stored.
+  static absl::Status Closed(const Topic& topic) {
+    return absl::UnavailableError(absl::StrCat(
+        "topic ", topic.name, " was closed as the proxy stopped serving (shutting down, or its "
+        "store node was lost); the send was not stored"));
+  }
+
   kj::Promise<void> WhenIdle() {
     if (loop.sends_in_flight == 0) return kj::READY_NOW;
     auto paf = kj::newPromiseAndFulfiller<void>();
@@ -448,6 +457,7 @@ class ProducerImpl final : public rpc::Producer::Server {
     const uint32_t partition = params.getPartition();
     Topic& topic = *state_->topic;
     if (topic.moved.load(std::memory_order_relaxed)) ThrowStatus(state_->service.Moved(topic));
+    if (topic.closed.load(std::memory_order_relaxed)) ThrowStatus(Service::Closed(topic));
     if (partition >= topic.partitions.size()) {
       ThrowStatus(absl::InvalidArgumentError(
           absl::StrCat("topic ", topic.name, " has ", topic.partitions.size(),
@@ -562,6 +572,11 @@ class ProducerImpl final : public rpc::Producer::Server {
     Service& service = state->service;
     PartitionSends& part = *state->sends->partitions[partition];
     Stream* const stream = state->topic->partitions[partition]->stream.get();
+    if (state->topic->closed.load(std::memory_order_relaxed) || stream == nullptr) {
+      // Taken before the topic closed (both on this loop), started after.
+      Track(state, partition, stamp, batch.size(), kj::mv(reply))(Service::Closed(*state->topic));
+      return;
+    }
     const bool starts_ledger = part.starting_ledger || stream->AppendStartsLedger(batch);
     if (starts_ledger) {
       // The call's parameters may go before the append is made.

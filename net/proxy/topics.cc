@@ -207,6 +207,7 @@ absl::Status Broker::CloseTopic(Topic& topic) {
   // A retention pass (ApplyRetentionAll) reaches the streams of topics nobody has acquired; it
   // holds retention_mu while it does.
   MutexLock retention(topic.retention_mu);
+  topic.closed.store(true);
   for (auto& partition : topic.partitions) {
     {
       MutexLock lock(partition->compactor_mu);
