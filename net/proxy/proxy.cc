@@ -695,13 +695,29 @@ class ConsumerImpl final : public rpc::Consumer::Server {
     const uint64_t max_bytes = std::min(context.getParams().getMaxBytes(), kMaxReadBytes);
     const auto wait =
         std::chrono::microseconds(std::min(context.getParams().getWaitUs(), kMaxWaitSliceUs));
-    return RunBlocking(service_.receives,
-                       [&service = service_, topic = topic_, sub = sub_, consumer = consumer_,
-                        max_bytes, wait]() {
-                         return service.broker.Receive(*topic, *sub, consumer.get(), max_bytes,
-                                                       wait);
-                       })
-        .then([&service = service_, context](absl::StatusOr<Delivered> delivered) mutable {
+    // A client keeps more than one receive in flight. Each takes its messages after the one
+    // before it took its own, so that the answers go back in the order the calls came (on two
+    // pool threads at once, a later answer could overtake an earlier one and deliver a
+    // partition out of order). A call cancelled after taking its messages drops them, as a lost
+    // answer does: they are delivered again.
+    using Taken = std::shared_ptr<absl::StatusOr<Delivered>>;
+    kj::ForkedPromise<Taken> taken =
+        receive_tail_.addBranch()
+            .then([&service = service_, topic = topic_, sub = sub_, consumer = consumer_,
+                   max_bytes, wait]() {
+              return RunBlocking(service.receives, [&service, topic, sub, consumer, max_bytes,
+                                                    wait]() {
+                return service.broker.Receive(*topic, *sub, consumer.get(), max_bytes, wait);
+              });
+            })
+            .then([](absl::StatusOr<Delivered> delivered) {
+              return std::make_shared<absl::StatusOr<Delivered>>(std::move(delivered));
+            })
+            .fork();
+    receive_tail_ = taken.addBranch().ignoreResult().catch_([](kj::Exception&&) {}).fork();
+    return taken.addBranch()
+        .then([&service = service_, context](Taken taken) mutable {
+          const absl::StatusOr<Delivered>& delivered = *taken;
           if (!delivered.ok()) ThrowStatus(delivered.status());
           auto out = context.getResults().initDeliveries(delivered->items.size());
           for (size_t i = 0; i < delivered->items.size(); ++i) {
@@ -788,6 +804,8 @@ class ConsumerImpl final : public rpc::Consumer::Server {
   std::shared_ptr<Subscription> sub_;
   std::shared_ptr<ConsumerState> consumer_;
   bool left_ = false;  // close() was called
+  // Resolves once the last receive() called has answered.
+  kj::ForkedPromise<void> receive_tail_ = kj::Promise<void>(kj::READY_NOW).fork();
 };
 
 // ---- Proxy ------------------------------------------------------------------------------------
