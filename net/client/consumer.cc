@@ -297,7 +297,15 @@ class ConsumerCore final : public SessionUser {
       if (loop_.tasks.get() == nullptr) {
         return ToException(absl::FailedPreconditionError("the consumer is closed"));
       }
-      return WhenSubscribed().then([&, generation = client_.generation()] {
+      // Never longer than a reconnect may take: a subscription that cannot be made again (its
+      // topic cannot be opened anywhere, say) fails the call instead of holding it for good.
+      kj::Promise<void> timeout =
+          thread_.timer().afterDelay(ReconnectTime()).then([this]() -> kj::Promise<void> {
+            return ToException(absl::UnavailableError(absl::StrCat(
+                "the consumer of ", topic_, " was not subscribed again within the reconnect "
+                "timeout (", client_.options().reconnect_timeout.count(), " ms)")));
+          });
+      return WhenSubscribed().exclusiveJoin(kj::mv(timeout)).then([&, generation = client_.generation()] {
         return call().catch_([this, generation](kj::Exception&& e) {
           client_.CheckLost(generation, e);
           kj::throwFatalException(kj::mv(e));
