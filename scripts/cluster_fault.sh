@@ -122,7 +122,8 @@ wait "$client_b" || status=$?
 # Healed: every process runs, then one reader reads everything.
 while read -r pid name; do kill -CONT "$pid" 2>/dev/null || true; done <"$pidfile"
 "$client" --proxy "$proxies" --history "$data/history-final" --name final \
-  --topics fault-x,fault-y --final-read 2>"$data/client-final.log"
+  --topics fault-x,fault-y --final-read 2>"$data/client-final.log" ||
+  echo "cluster_fault: the final read fell short: $(tail -1 "$data/client-final.log")" >&2
 minutes=$(awk -v s=$((SECONDS - start)) 'BEGIN { printf "%.1f", s / 60 }')
 injected=$(grep -c -e "kill -KILL" -e "kill -STOP" "$data/nemesis.log" 2>/dev/null || true)
 echo "cluster_fault: ${injected:-0} faults injected (nemesis log: $data/nemesis.log)"

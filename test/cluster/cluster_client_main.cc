@@ -10,12 +10,13 @@
 // Values are NAME-N, so that clients of one test name themselves apart. A send answered OK is
 // `ack` at its offset; one refused before it left (an invalid message) is `fail`; any other
 // error is `unknown` (it may have been stored). With --final-read it reads every topic from the
-// earliest offset on a subscription of its own until nothing more comes, which is what a test
-// ends with so that every acknowledged message has had its chance to be read.
+// earliest offset on a subscription of its own up to the end its partitions have then, which is
+// what a test ends with so that every acknowledged message has had its chance to be read.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -50,9 +51,9 @@ constexpr char kUsage[] =
     "one consumer per topic reads them on subscription SUB (default NAME-sub, exclusive); a\n"
     "consumer whose calls fail is replaced by a new session. Every send's outcome and every\n"
     "read go to FILE (the history format of cairn_cluster_check). --final-read, instead: reads\n"
-    "every topic from the earliest offset on a new exclusive subscription until 5 s pass with\n"
-    "nothing new, recording what it reads. Exits 0 once done, 2 on bad usage, 1 if the cluster\n"
-    "could not be reached at all.\n";
+    "every topic from the earliest offset on a new exclusive subscription up to the end its\n"
+    "partitions have when it starts (within 120 s), recording what it reads. Exits 0 once done,\n"
+    "2 on bad usage, 1 if the cluster could not be reached or the final read fell short.\n";
 
 struct Flags {
   std::string proxy, history, name;
@@ -119,14 +120,13 @@ cairn::cluster::SendOutcome OutcomeOf(const absl::Status& status) {
 }
 
 // Reads `topic` on `subscription` with sessions named `prefix`-1, -2, ... (a new one after any
-// error), recording each message, until `stop`; or, with `until_idle`, until that long passes
-// with nothing read.
+// error), recording each message, until `stop`, or `done` says so after a message.
 void Consume(Client& client, const std::string& topic, const std::string& subscription,
              SubscriptionType type, const std::string& prefix, Recorder& recorder,
-             const std::atomic<bool>& stop, std::chrono::milliseconds until_idle) {
+             const std::atomic<bool>& stop,
+             const std::function<bool(const MessageId&)>& done = nullptr) {
   const bool ordered = type != SubscriptionType::kShared;
   int session = 0;
-  Clock::time_point last_read = Clock::now();
   while (!stop.load()) {
     const std::string name = absl::StrCat(prefix, "-", ++session);
     ConsumerOptions options;
@@ -143,14 +143,7 @@ void Consume(Client& client, const std::string& topic, const std::string& subscr
       if (stop.load()) break;
       absl::StatusOr<bool> got = (*consumer)->Receive(message, std::chrono::milliseconds(200));
       if (!got.ok()) break;  // A new session.
-      if (!*got) {
-        if (until_idle.count() > 0 && Clock::now() - last_read > until_idle) {
-          (*consumer)->Close().IgnoreError();
-          return;
-        }
-        continue;
-      }
-      last_read = Clock::now();
+      if (!*got) continue;
       recorder.Line(cairn::cluster::FormatRead({.consumer = name,
                                                 .topic = topic,
                                                 .partition = message.id.partition,
@@ -158,9 +151,51 @@ void Consume(Client& client, const std::string& topic, const std::string& subscr
                                                 .value = message.value,
                                                 .ordered = ordered}));
       if (!(*consumer)->Ack(message.id).ok()) break;
+      if (done && done(message.id)) {
+        (*consumer)->Close().IgnoreError();
+        return;
+      }
     }
     (*consumer)->Close().IgnoreError();
   }
+}
+
+// Reads `topic` from the earliest offset on a new exclusive subscription up to the end each of
+// its partitions has now, or until `deadline`. True if it got there.
+bool FinalRead(Client& client, const std::string& topic, const Flags& flags, Recorder& recorder,
+               Clock::time_point deadline) {
+  absl::StatusOr<cairn::net::TopicStats> stats = client.GetTopicStats(topic);
+  while (!stats.ok() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    stats = client.GetTopicStats(topic);
+  }
+  if (!stats.ok()) return false;
+  std::map<uint32_t, uint64_t> left;  // Partition -> its end, while not reached.
+  for (const cairn::net::PartitionStats& p : stats->partitions) {
+    if (p.end_offset > p.first_offset) left[p.partition] = p.end_offset;
+  }
+  if (left.empty()) return true;
+  std::atomic<bool> stop{false};
+  std::thread timer([&] {
+    while (!stop.load() && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    stop.store(true);
+  });
+  Consume(client, topic, absl::StrCat(flags.name, "-final"), SubscriptionType::kExclusive,
+          absl::StrCat(flags.name, "-", topic), recorder, stop, [&](const MessageId& id) {
+            auto it = left.find(id.partition);
+            if (it != left.end() && id.offset + 1 >= it->second) left.erase(it);
+            return left.empty();
+          });
+  const bool reached = left.empty();
+  stop.store(true);
+  timer.join();
+  if (!reached) {
+    std::fprintf(stderr, "cairn_cluster_client: the final read of %s did not reach the end of %zu "
+                 "partitions in time\n", topic.c_str(), left.size());
+  }
+  return reached;
 }
 
 int Run(const Flags& flags) {
@@ -185,16 +220,18 @@ int Run(const Flags& flags) {
   }
   std::atomic<bool> stop{false};
   if (flags.final_read) {
+    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(120);
     std::vector<std::thread> readers;
+    std::atomic<int> short_of_end{0};
     for (const std::string& topic : flags.topics) {
       readers.emplace_back([&, topic] {
-        Consume(**client, topic, absl::StrCat(flags.name, "-final"), SubscriptionType::kExclusive,
-                absl::StrCat(flags.name, "-", topic), recorder, stop, std::chrono::seconds(5));
+        if (!FinalRead(**client, topic, flags, recorder, deadline)) short_of_end.fetch_add(1);
       });
     }
     for (std::thread& reader : readers) reader.join();
     recorder.Flush();
-    return 0;
+    // What was not read shows as unread in the check; this says why.
+    return short_of_end.load() == 0 ? 0 : 1;
   }
   for (const std::string& topic : flags.topics) {
     cairn::net::TopicConfig config;
@@ -207,7 +244,7 @@ int Run(const Flags& flags) {
   for (const std::string& topic : flags.topics) {
     consumers.emplace_back([&, topic] {
       Consume(**client, topic, subscription, flags.type, absl::StrCat(flags.name, "-", topic),
-              recorder, stop, std::chrono::milliseconds(0));
+              recorder, stop);
     });
   }
   std::vector<std::unique_ptr<Producer>> producers;
