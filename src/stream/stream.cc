@@ -251,7 +251,12 @@ class StreamImpl final : public Stream {
             size_bytes, done = std::move(done)](absl::StatusOr<AppendResult> result) {
       if (!result.ok()) {
         // A lost connection to the ledger's node: the ledger may hold it or not (DrainWriter).
-        if (absl::IsUnavailable(result.status()) || absl::IsDeadlineExceeded(result.status())) {
+        // So may a fenced ledger: an append the fence cut off may have reached the disk (a
+        // local ledger fenced while being written) or enough replicas for the new owner's
+        // recovery to keep it; recording the ledger closed at the writer's count would then
+        // leave entries past the record's end, and the stream could not be opened again.
+        if (absl::IsUnavailable(result.status()) || absl::IsDeadlineExceeded(result.status()) ||
+            absl::IsFailedPrecondition(result.status())) {
           losses->uncertain.store(true, std::memory_order_relaxed);
         }
         // A full disk, say: the ledger holds none of it, and later appends go on from there.
