@@ -75,6 +75,7 @@ restart() {
   mapfile -d '' args <"$data/cmdlines/$name"
   setsid "${args[@]}" </dev/null >/dev/null 2>>"$data/$name.log" &
   echo "$! $name" >>"$pidfile"
+  disown  # The nemesis kills it later: no job notice from this shell.
 }
 log() { echo "$(date +%T.%3N) $*" >>"$data/nemesis.log"; }
 
