@@ -305,7 +305,8 @@ class ConsumerCore final : public SessionUser {
                 "the consumer of ", topic_, " was not subscribed again within the reconnect "
                 "timeout (", client_.options().reconnect_timeout.count(), " ms)")));
           });
-      return WhenSubscribed().exclusiveJoin(kj::mv(timeout)).then([&, generation = client_.generation()] {
+      kj::Promise<void> subscribed = WhenSubscribed().exclusiveJoin(kj::mv(timeout));
+      return subscribed.then([&, generation = client_.generation()] {
         return call().catch_([this, generation](kj::Exception&& e) {
           client_.CheckLost(generation, e);
           kj::throwFatalException(kj::mv(e));

@@ -804,7 +804,7 @@ class ConsumerImpl final : public rpc::Consumer::Server {
   std::shared_ptr<Subscription> sub_;
   std::shared_ptr<ConsumerState> consumer_;
   bool left_ = false;  // close() was called
-  // Resolves once the last receive() called has answered.
+  // Resolves once the last receive() called has taken its messages (or failed).
   kj::ForkedPromise<void> receive_tail_ = kj::Promise<void>(kj::READY_NOW).fork();
 };
 

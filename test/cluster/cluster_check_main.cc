@@ -45,24 +45,20 @@ int main(int argc, char** argv) {
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    auto value = [&](const char* name) -> const char* {
-      if (i + 1 >= argc) return nullptr;
-      (void)name;
-      return argv[++i];
-    };
+    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
     if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
       return 0;
     } else if (arg == "--seed") {
-      const char* v = value("--seed");
+      const char* v = value();
       if (v == nullptr) return Usage("--seed needs a value");
       seed = v;
     } else if (arg == "--minutes") {
-      const char* v = value("--minutes");
+      const char* v = value();
       if (v == nullptr) return Usage("--minutes needs a value");
       minutes = v;
     } else if (arg == "--examples") {
-      const char* v = value("--examples");
+      const char* v = value();
       if (v == nullptr || !absl::SimpleAtoi(v, &options.examples_per_kind)) {
         return Usage("--examples needs a number");
       }
