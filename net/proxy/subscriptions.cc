@@ -116,6 +116,10 @@ void Broker::Leave(Topic& topic, const std::shared_ptr<Subscription>& sub,
     std::erase_if(sub->consumers, [&](const auto& c) { return c.get() == consumer; });
     sub->changed.notify_all();
     if (!sub->consumers.empty()) return;
+    // Marked before the cursors go, one partition at a time below: from here on nothing else
+    // touches them (the periodic persist, an acknowledgement, a dispatch).
+    sub->torn_down = true;
+    sub->changed.notify_all();
   }
   // The last one out: persist, and drop the dispatch state with the cursors and readers.
   for (uint32_t i = 0; i < sub->partitions(); ++i) {
@@ -134,11 +138,6 @@ void Broker::Leave(Topic& topic, const std::shared_ptr<Subscription>& sub,
     cursor.reset();
     reader.reader.reset();
   }
-  {
-    MutexLock lock(sub->mu);
-    sub->torn_down = true;
-    sub->changed.notify_all();
-  }
   auto it = topic.subscriptions.find(sub->name);
   if (it != topic.subscriptions.end() && it->second == sub) topic.subscriptions.erase(it);
 }
@@ -146,6 +145,11 @@ void Broker::Leave(Topic& topic, const std::shared_ptr<Subscription>& sub,
 void Broker::TearDownSubscriptions(Topic& topic) {
   MutexLock subs(topic.subscriptions_mu);
   for (auto& [sub_name, sub] : topic.subscriptions) {
+    {
+      MutexLock sub_lock(sub->mu);  // first, as in Leave
+      sub->torn_down = true;
+      sub->changed.notify_all();
+    }
     for (uint32_t i = 0; i < sub->partitions(); ++i) {
       PartitionReader& reader = *sub->readers[i];
       MutexLock read(reader.read_mu);
@@ -157,9 +161,6 @@ void Broker::TearDownSubscriptions(Topic& topic) {
       cursor.reset();
       reader.reader.reset();
     }
-    MutexLock sub_lock(sub->mu);
-    sub->torn_down = true;
-    sub->changed.notify_all();
   }
   topic.subscriptions.clear();
 }
