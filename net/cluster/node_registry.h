@@ -94,7 +94,7 @@ class NodeRegistration {
   const std::chrono::milliseconds refresh_;
   const LogFunction log_;
 
-  internal::Mutex mu_;
+  cairn::internal::Mutex mu_;
   std::condition_variable wake_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool lost_ ABSL_GUARDED_BY(mu_) = false;

@@ -15,6 +15,7 @@
 #include "cairn/log.h"
 #include "cairn/metadata.h"
 #include "cairn/replicated_ledger.h"
+#include "cairn/rereplication.h"
 #include "test/replication/sim/checker.h"
 #include "test/replication/sim/history.h"
 #include "test/replication/sim/network.h"
@@ -521,6 +522,150 @@ class SeedRun {
     // acknowledged is seen.
     sim_.RunUntil([] { return false; }, sim_.now_us() + 4 * replication_.add_timeout_us);
     ReadBack();
+    Rereplicate();
+  }
+
+  // --- re-replication ------------------------------------------------------------------------
+  // Once the closed ledger was read back: one node of its record is lost (its replicas wiped, as
+  // a replaced disk leaves it, or the node down for good) and the ledger is re-replicated away
+  // from it. The lost node is one whose every batch another node of the fragment also holds
+  // (with Qa = 1 a batch may have had one copy only: losing it is loss, not re-replication's to
+  // mend). Then no fragment may name the lost node, the record must be otherwise unchanged, and
+  // the node that took the lost one's place must hold every batch of the fragment, as read back
+  // before. When every node was in the ledger already it may fail, with kUnavailable only, and
+  // what it replaced must hold as above.
+  void Rereplicate() {
+    if (!history_.final_record || history_.unreadable_entry || history_.closed_ledger.empty() ||
+        history_.final_record->state != ReplicatedLedgerState::kClosed) {
+      return;
+    }
+    const ReplicatedLedgerRecord before = *history_.final_record;
+    std::vector<std::string> named;
+    for (const Fragment& fragment : before.fragments) {
+      for (const std::string& node : fragment.nodes) {
+        if (std::find(named.begin(), named.end(), node) == named.end()) named.push_back(node);
+      }
+    }
+    auto node_at = [this](const std::string& address) -> StoreNode* {
+      for (auto& node : nodes_) {
+        if (node->address() == address) return node.get();
+      }
+      return nullptr;
+    };
+    // Whether each batch of the fragments naming `node` is also on another node of the fragment.
+    auto copied_elsewhere = [&](const std::string& node) {
+      for (size_t f = 0; f < before.fragments.size(); ++f) {
+        const Fragment& fragment = before.fragments[f];
+        if (std::find(fragment.nodes.begin(), fragment.nodes.end(), node) == fragment.nodes.end()) continue;
+        const uint64_t end = f + 1 < before.fragments.size() ? before.fragments[f + 1].first_entry_id
+                                                            : before.last_entry_id + 1;
+        for (const ReadBatch& batch : history_.closed_ledger) {
+          if (batch.first_entry_id < fragment.first_entry_id || batch.first_entry_id >= end) continue;
+          const bool elsewhere = std::any_of(fragment.nodes.begin(), fragment.nodes.end(), [&](const std::string& other) {
+            StoreNode* holder = node_at(other);
+            return other != node && holder != nullptr && holder->up() &&
+                   holder->replicas().Read(history_.ledger_id, batch.first_entry_id, false).outcome ==
+                       ReadOutcome::kPresent;
+          });
+          if (!elsewhere) return false;
+        }
+      }
+      return true;
+    };
+    std::erase_if(named, [&](const std::string& node) { return !copied_elsewhere(node); });
+    if (named.empty()) {
+      sim_.Note("re-replication: no node whose batches all have another copy");
+      return;
+    }
+    Random& random = sim_.random();
+    const std::string lost = named[random.Below(named.size())];
+    size_t index = 0;
+    while (index + 1 < nodes_.size() && nodes_[index]->address() != lost) ++index;
+    const bool spare = std::any_of(nodes_.begin(), nodes_.end(), [&](const auto& node) {
+      return std::none_of(before.fragments.begin(), before.fragments.end(), [&](const Fragment& f) {
+        return std::find(f.nodes.begin(), f.nodes.end(), node->address()) != f.nodes.end();
+      });
+    });
+    if (random.Percent(50)) {
+      sim_.Note(absl::StrFormat("re-replication: %s's replicas wiped", lost));
+      if (absl::Status wiped = nodes_[index]->replicas().Delete(history_.ledger_id); !wiped.ok()) {
+        Fail("wiping %s: %s", lost, wiped.ToString());
+        return;
+      }
+    } else {
+      sim_.Note(absl::StrFormat("re-replication: %s down for good", lost));
+      nodes_[index]->Crash(random.Next());
+    }
+    RereplicationOptions options;
+    options.read_ahead_bytes = static_cast<uint64_t>(random.Range(200, 4'000));
+    if (random.Percent(30)) options.bytes_per_second = 1 << 20;
+    options.planted_bug_replace_after_first_run =
+        options_.planted_bug == PlantedBug::kRereplicateFirstRunOnly;
+    std::optional<absl::StatusOr<RereplicationResult>> result;
+    RereplicateLedger(&env(kChecker), replication_, options, history_.ledger_id, {lost},
+                      [&result](absl::StatusOr<RereplicationResult> r) { result = std::move(r); });
+    if (!sim_.RunUntil([&result] { return result.has_value(); }, sim_.now_us() + kSettleUs)) {
+      Fail("re-replication away from %s had not finished after %dus", lost, kSettleUs);
+      return;
+    }
+    std::optional<ReplicatedLedgerRecord> after = CurrentRecord();
+    if (!after) {
+      Fail("the record could not be read after re-replication");
+      return;
+    }
+    const bool complete = result->ok();
+    if (!complete && (spare || !absl::IsUnavailable(result->status()))) {
+      Fail("re-replication away from %s failed: %s", lost, result->status().ToString());
+      return;
+    }
+    if (complete) {
+      sim_.Note(absl::StrFormat("re-replication: %d fragments, %d batches, %d bytes",
+                                (*result)->fragments_replaced, (*result)->batches_copied,
+                                (*result)->bytes_copied));
+    } else {
+      sim_.Note("re-replication: " + result->status().ToString());
+    }
+    ReplicatedLedgerRecord expected = *after;
+    for (size_t f = 0; f < expected.fragments.size() && f < before.fragments.size(); ++f) {
+      expected.fragments[f].nodes = before.fragments[f].nodes;
+    }
+    if (!(expected == before) || after->fragments.size() != before.fragments.size()) {
+      Fail("re-replication changed more of the record than the lost node's places");
+      return;
+    }
+    for (size_t f = 0; f < before.fragments.size(); ++f) {
+      const Fragment& was = before.fragments[f];
+      const Fragment& now = after->fragments[f];
+      const uint64_t end = f + 1 < before.fragments.size()
+                               ? before.fragments[f + 1].first_entry_id
+                               : before.last_entry_id + 1;  // exclusive
+      for (size_t n = 0; n < was.nodes.size(); ++n) {
+        if (was.nodes[n] != lost) {
+          if (now.nodes[n] != was.nodes[n]) Fail("fragment %d: %s was replaced too", f, was.nodes[n]);
+          continue;
+        }
+        if (now.nodes[n] == lost) {
+          if (complete) Fail("fragment %d still names the lost node %s", f, lost);
+          continue;
+        }
+        StoreNode* copy = node_at(now.nodes[n]);
+        if (copy == nullptr) {
+          Fail("fragment %d names %s, which is no node", f, now.nodes[n]);
+          continue;
+        }
+        for (const ReadBatch& batch : history_.closed_ledger) {
+          if (batch.first_entry_id < was.first_entry_id || batch.first_entry_id >= end) continue;
+          const ReplicaRead held =
+              copy->replicas().Read(history_.ledger_id, batch.first_entry_id, /*fence=*/false);
+          if (held.outcome != ReadOutcome::kPresent || held.batch != batch.batch) {
+            Fail("fragment %d: %s, which replaced %s, %s entry %d", f, now.nodes[n], lost,
+                 held.outcome == ReadOutcome::kPresent ? "holds other bytes for" : "lacks",
+                 batch.first_entry_id);
+            return;
+          }
+        }
+      }
+    }
   }
 
   bool RecoveriesFinished() const {
@@ -651,6 +796,8 @@ std::string_view PlantedBugName(PlantedBug bug) {
       return "no-limbo";
     case PlantedBug::kReadAheadPastLac:
       return "read-ahead-past-lac";
+    case PlantedBug::kRereplicateFirstRunOnly:
+      return "rereplicate-first-run-only";
   }
   return "unknown";
 }
@@ -658,7 +805,8 @@ std::string_view PlantedBugName(PlantedBug bug) {
 absl::StatusOr<PlantedBug> ParsePlantedBug(std::string_view name) {
   for (PlantedBug bug :
        {PlantedBug::kNone, PlantedBug::kRecoveryReadsWithoutFence, PlantedBug::kErrorAsAbsent,
-        PlantedBug::kAcknowledgeOutOfOrder, PlantedBug::kNoLimbo, PlantedBug::kReadAheadPastLac}) {
+        PlantedBug::kAcknowledgeOutOfOrder, PlantedBug::kNoLimbo, PlantedBug::kReadAheadPastLac,
+        PlantedBug::kRereplicateFirstRunOnly}) {
     if (PlantedBugName(bug) == name) return bug;
   }
   return absl::InvalidArgumentError(absl::StrFormat("no planted bug named \"%s\"", name));

@@ -4,8 +4,8 @@
 // (every third seed with async durability), a writer appending small batches while links
 // break, messages are delayed, nodes crash and come back and reads fail; then the writer crashes or
 // keeps running as a zombie, one or two recoveries close the ledger, a tailing reader reads along;
-// finally the cluster is healed and the closed ledger is read back. The run's History then goes to
-// the checker.
+// finally the cluster is healed and the closed ledger is read back, then re-replicated away from
+// a node that lost it (checked there). The run's History then goes to the checker.
 #pragma once
 
 #include <cstdint>
@@ -25,10 +25,11 @@ enum class PlantedBug {
   kAcknowledgeOutOfOrder,
   kNoLimbo,  // Only seeds whose store nodes run with async durability can show it.
   kReadAheadPastLac,
+  kRereplicateFirstRunOnly,  // re-replication replaces the node after copying one run
 };
 
 // "none", "recovery-reads-without-fence", "error-as-absent", "acknowledge-out-of-order",
-// "no-limbo", "read-ahead-past-lac".
+// "no-limbo", "read-ahead-past-lac", "rereplicate-first-run-only".
 std::string_view PlantedBugName(PlantedBug bug);
 absl::StatusOr<PlantedBug> ParsePlantedBug(std::string_view name);
 
