@@ -250,6 +250,10 @@ class AutoRecovery::Impl {
   void Work(Clock::time_point now) {
     absl::StatusOr<std::vector<std::string>> keys = metadata_->List(kUnderreplicatedPrefix);
     if (!keys.ok()) return Warn(absl::StrCat("listing marks: ", keys.status().ToString()));
+    {
+      MutexLock lock(mu_);
+      stats_.underreplicated = keys->size();
+    }
     for (const std::string& key : *keys) {
       if (stopping()) return;
       std::optional<uint64_t> ledger = LedgerIdOfKey(key, kUnderreplicatedPrefix);

@@ -42,6 +42,8 @@
 #include "net/net_status.h"
 #include "net/proxy/proxy.h"
 #include "net/store_node/replica_gc.h"
+#include "net/autorecovery/auto_recovery.h"
+#include "net/autorecovery/autorecovery_metrics.h"
 #include "net/store_node/store_node.h"
 #include "net/store_node/store_node_metrics.h"
 #include "net/store_node/thread_pool.h"
@@ -114,6 +116,22 @@ ABSL_FLAG(uint32_t, replica_gc_interval_ms, 300000,
 ABSL_FLAG(uint32_t, replica_gc_grace_ms, 600000,
           "store with --metadata zk://...: how long, across collection passes, a replicated "
           "ledger must have been seen without a record before its replicas are deleted");
+ABSL_FLAG(bool, autorecovery, true,
+          "store with --metadata zk://...: take part in auto re-replication (the auditor, one in "
+          "the cluster, marks the ledgers of a node gone for --autorecovery-delay-ms; every node "
+          "copies marked ledgers to a node outside them; docs/replication.md)");
+ABSL_FLAG(uint32_t, autorecovery_delay_ms, 60000,
+          "store: how long a store node's registration must be gone before its ledgers are "
+          "re-replicated (a node back within it causes no copying)");
+ABSL_FLAG(uint32_t, autorecovery_grace_ms, 30000,
+          "store: how long an open ledger whose last fragment names a lost node is left to its "
+          "writer before it is recovered (fenced and closed) and re-replicated");
+ABSL_FLAG(uint32_t, autorecovery_interval_ms, 5000, "store: time between auto re-replication passes");
+ABSL_FLAG(uint32_t, autorecovery_check_interval_ms, 3600000,
+          "store: how often the auditor checks every ledger's fragments on their nodes (first and "
+          "last entry of each; 0: never)");
+ABSL_FLAG(uint32_t, autorecovery_rate_mib, 50,
+          "store: MiB/s at most that this node's worker copies (0: no limit)");
 ABSL_FLAG(std::string, metrics_listen, "",
           "address of the HTTP endpoint serving GET /metrics (Prometheus text format), "
           "host:port (default 127.0.0.1:7011 for store, 127.0.0.1:7021 for standalone and "
@@ -160,7 +178,12 @@ constexpr char kUsage[] =
     "                              [--metadata zk://HOST:PORT[,HOST:PORT...][/ROOT]\n"
     "                               [--session-timeout-ms MS] [--rack RACK]\n"
     "                               [--replica-gc-interval-ms 300000]\n"
-    "                               [--replica-gc-grace-ms 600000]]\n"
+    "                               [--replica-gc-grace-ms 600000]\n"
+    "                               [--noautorecovery] [--autorecovery-delay-ms 60000]\n"
+    "                               [--autorecovery-grace-ms 30000]\n"
+    "                               [--autorecovery-rate-mib 50]\n"
+    "                               [--autorecovery-interval-ms 5000]\n"
+    "                               [--autorecovery-check-interval-ms 3600000]]\n"
     "  standalone   a proxy, its store and its metadata in one process, for one machine:\n"
     "                 cairnd standalone --data-dir D [--listen 127.0.0.1:7020]\n"
     "                              [--journal-dir J] [--durability sync|async]\n"
@@ -183,7 +206,8 @@ constexpr char kUsage[] =
     "ensemble (ephemeral records under nodes/stores/ and nodes/proxies/), and a proxy keeps its\n"
     "topics' metadata there; standalone keeps its embedded metadata store. A store node\n"
     "with --metadata zk://... also deletes replicas of replicated ledgers that no longer have\n"
-    "a record there (deleted while the node was down): see --replica-gc-interval-ms.\n"
+    "a record there (deleted while the node was down): see --replica-gc-interval-ms; and\n"
+    "re-replicates the ledgers of a store node gone for good (--autorecovery-delay-ms).\n"
     "Proxies with --metadata zk://... share the topics: each topic is served by the owner of\n"
     "its bundle, taken by the first proxy asked for one of its topics and held by its ZooKeeper\n"
     "session; the others answer with the owner's address, and when the owner's session ends\n"
@@ -305,6 +329,22 @@ absl::StatusOr<std::unique_ptr<MetadataStore>> ClusterMetadataFromFlags(const ch
   return OpenClusterMetadata(address, SessionTimeout(), log);
 }
 
+AutoRecoveryOptions AutoRecoveryOptionsFromFlags(const std::string& address, const LogFunction& log) {
+  AutoRecoveryOptions options;
+  options.id = address;
+  options.interval = std::chrono::milliseconds(std::max(1u, absl::GetFlag(FLAGS_autorecovery_interval_ms)));
+  options.lost_delay = std::chrono::milliseconds(absl::GetFlag(FLAGS_autorecovery_delay_ms));
+  options.open_ledger_grace = std::chrono::milliseconds(absl::GetFlag(FLAGS_autorecovery_grace_ms));
+  options.check_interval = std::chrono::milliseconds(absl::GetFlag(FLAGS_autorecovery_check_interval_ms));
+  options.bytes_per_second = uint64_t{absl::GetFlag(FLAGS_autorecovery_rate_mib)} << 20;
+  options.session_timeout = SessionTimeout();
+  options.heartbeat_interval = std::chrono::milliseconds(absl::GetFlag(FLAGS_heartbeat_interval_ms));
+  options.heartbeat_timeout = std::chrono::milliseconds(absl::GetFlag(FLAGS_heartbeat_timeout_ms));
+  options.replication.log = log;
+  options.log = log;
+  return options;
+}
+
 // Keeps the node `address` registered under `prefix` with the free space of `data_dir` (none:
 // 0) and --rack, refreshed every 10 s (rounded to MiB, so that it is rewritten only when it moves).
 std::unique_ptr<NodeRegistration> RegisterNode(MetadataStore* cluster, std::string_view prefix,
@@ -369,6 +409,7 @@ int RunStore() {
     return Fail(absl::StrCat("store: ", cluster.status().ToString()));
   }
   std::unique_ptr<NodeRegistration> registration;
+  std::unique_ptr<AutoRecovery> autorecovery;
   // The replicas of replicated ledgers this node holds, in the same store.
   absl::StatusOr<std::unique_ptr<ReplicaStore>> replicas =
       ReplicaStore::Open(store->get(), {.log = log});
@@ -402,6 +443,8 @@ int RunStore() {
       // Before the server, which registers its metrics in it.
       MetricsRegistry registry;
       if (replica_gc != nullptr) RegisterReplicaGcMetrics(registry, replica_gc.get());
+      // Set once the node listens (on this thread, which also serves the metrics).
+      RegisterAutoRecoveryMetrics(registry, [&autorecovery] { return autorecovery.get(); });
       StoreNodeOptions node_options;
       node_options.log = log;
       node_options.metrics = &registry;
@@ -422,7 +465,18 @@ int RunStore() {
             const std::string address =
                 absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
             registration = RegisterNode(cluster->get(), kStoreNodeKeyPrefix, address, data_dir, log);
+            if (absl::GetFlag(FLAGS_autorecovery)) {
+              absl::StatusOr<std::unique_ptr<AutoRecovery>> started =
+                  AutoRecovery::Start(cluster->get(), AutoRecoveryOptionsFromFlags(address, log));
+              if (!started.ok()) {
+                log(LogLevel::kError, absl::StrCat("auto re-replication: ", started.status().ToString()));
+              } else {
+                autorecovery = *std::move(started);
+              }
+            }
           });
+      // Stopped first: its copies need the other nodes, not this one's server.
+      autorecovery.reset();
       // Unregistered first: nothing is served any more.
       registration.reset();
     });
@@ -433,7 +487,9 @@ int RunStore() {
     // The loop ends here, while the store is open.
   }
   // After the server: its calls in progress have finished, and no connection is left to start
-  // one. The collector uses the cluster's metadata and the replicas: it goes first.
+  // one. The collector uses the cluster's metadata and the replicas: it goes first, with auto
+  // re-replication (which uses the cluster's metadata).
+  autorecovery.reset();
   replica_gc.reset();
   registration.reset();
   cluster->reset();
