@@ -91,6 +91,30 @@ const Command kCommands[] = {
                      "--ledger 42 --json"},
         .run = RunReplicatedLedgers,
     },
+    {
+        .name = "cluster status",
+        .summary = "Show the cluster: store nodes and their ledgers, proxies, re-replication",
+        .usage = "cairn cluster status --metadata zk://HOST:PORT[,...][/ROOT] [--json]",
+        .details =
+            "Reads the cluster's records in its ZooKeeper ensemble and changes nothing: the\n"
+            "store nodes registered (address, rack, free space, and how many replicated ledgers\n"
+            "have a fragment on each), the nodes that ledgers name but that are not registered\n"
+            "(down, or gone for good), the proxies, the auditor of auto re-replication, and the\n"
+            "ledgers marked under-replicated: the nodes each lost, how long ago it was marked,\n"
+            "and the worker copying it with the bytes copied so far and their rate.\n"
+            "\n"
+            "A ledger is marked once a node it names has been unregistered for the store nodes'\n"
+            "--autorecovery-delay-ms, or when the periodic check finds a fragment missing on a\n"
+            "node; its mark goes once its copies were made and verified (docs/replication.md).\n"
+            "How many bytes are left is not known ahead: records do not hold ledger sizes.\n"
+            "\n"
+            "Exit status: 0 every ledger fully replicated and every node they name registered,\n"
+            "1 under-replicated ledgers, unregistered nodes or damaged records, 2 usage error or\n"
+            "the metadata store could not be reached or read.\n",
+        .flags = {{"metadata", "ADDRESS", true}, {"json", "", false}},
+        .examples = {"cairn cluster status --metadata zk://127.0.0.1:2181/cairn"},
+        .run = RunClusterStatus,
+    },
 
     {
         .name = "produce",

@@ -71,7 +71,8 @@ int RunAdminUnload();
 int RunPerfProduce();
 int RunPerfConsume();
 
-// Against a metadata store (replication_commands.cc).
+// Against a metadata store (replication_commands.cc, cluster_commands.cc).
 int RunReplicatedLedgers();
+int RunClusterStatus();
 
 }  // namespace cairn::cli

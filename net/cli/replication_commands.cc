@@ -21,14 +21,11 @@
 #include "cairn/ledger.h"
 #include "cairn/log.h"
 #include "cairn/metadata.h"
-#include "cairn/net/remote_metadata_store.h"
 #include "cairn/replication.h"
 #include "command.h"
 #include "flags.h"
 #include "json.h"
-#if CAIRN_HAVE_ZOOKEEPER
-#include "cairn/zookeeper_metadata.h"
-#endif
+#include "metadata_open.h"
 
 namespace cairn::cli {
 namespace {
@@ -39,34 +36,10 @@ void PrintError(const std::string& message) {
   absl::FPrintF(stderr, "cairn %s: %s\n", kCommand, message);
 }
 
-// The metadata clients' own warnings and errors (a lost connection, say) go to standard error;
-// their progress messages would only clutter the output.
-LogFunction WarningsLog() {
-  return [](LogLevel level, std::string_view message) {
-    if (level != LogLevel::kInfo) PrintError(std::string(message));
-  };
-}
-
-// Opens the metadata store at `address`: zk://... is ZooKeeper, anything else a store node's
-// metadata service.
 absl::StatusOr<std::unique_ptr<MetadataStore>> OpenMetadata(const std::string& address) {
-  if (address.rfind("zk://", 0) == 0) {
-#if CAIRN_HAVE_ZOOKEEPER
-    absl::StatusOr<ZooKeeperMetadataOptions> options = ParseZooKeeperUri(address);
-    if (!options.ok()) return options.status();
-    options->log = WarningsLog();
-    return OpenZooKeeperMetadataStore(*options);
-#else
-    return absl::UnimplementedError(
-        "this cairn was built without ZooKeeper support (CAIRN_BUILD_ZOOKEEPER=OFF, or "
-        "libzookeeper-mt-dev missing when it was built), so it cannot read zk:// addresses; "
-        "give the host:port of a store node's metadata service, or use a cairn built with it");
-#endif
-  }
-  net::RemoteMetadataStoreOptions options;
-  options.address = address;
-  options.log = WarningsLog();
-  return net::ConnectMetadataStore(options);
+  return OpenMetadataStore(address, [](LogLevel, std::string_view message) {
+    PrintError(std::string(message));
+  });
 }
 
 // The ledger id a key under kReplicatedLedgerPrefix names, if it is exactly the key

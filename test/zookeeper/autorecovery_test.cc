@@ -8,6 +8,9 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
+#include <sys/wait.h>
+#include <utility>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -114,6 +117,18 @@ struct FourNodes {
   size_t Marks() const { return Unwrap(metadata->List(kUnderreplicatedPrefix)).size(); }
 };
 
+// `cairn cluster status --metadata <uri> --json`: its exit status and output.
+std::pair<int, std::string> ClusterStatus(const std::string& uri) {
+  const std::string command = std::string(CAIRN_CLI_PATH) + " cluster status --json --metadata " + uri;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  char buffer[4096];
+  while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
 // Appends `batches` batches of 20 messages of 200 bytes to a new ledger; returns its id.
 uint64_t Write(LedgerSet& ledgers, int batches, bool close,
                std::unique_ptr<LedgerWriter>* keep_open = nullptr) {
@@ -170,7 +185,16 @@ TEST_CASE("autorecovery: the ledgers of a store node killed for good are copied 
   const std::string spare = cluster.addresses[3];
   REQUIRE(cluster.Names(closed, lost));
   REQUIRE_FALSE(cluster.Names(closed, spare));
+  auto [healthy, healthy_out] = ClusterStatus(cluster.uri);
+  INFO(healthy_out);
+  CHECK(healthy == 0);
+  CHECK(healthy_out.find("\"underreplicated\":0") != std::string::npos);
   cluster.stores[1]->Kill();
+  // Seen as missing, then marked (exit status 1) until the copies are made.
+  CHECK(Eventually([&] {
+    auto [code, out] = ClusterStatus(cluster.uri);
+    return code == 1 && out.find("\"missing_nodes\":[{\"address\":\"" + lost) != std::string::npos;
+  }));
 
   // Both ledgers end up on the spare node instead, and the marks go.
   CHECK(Eventually([&] {
@@ -178,6 +202,9 @@ TEST_CASE("autorecovery: the ledgers of a store node killed for good are copied 
   }));
   CHECK(cluster.Names(closed, spare));
   CHECK(cluster.Names(open, spare));
+  auto [repaired, repaired_out] = ClusterStatus(cluster.uri);
+  INFO(repaired_out);
+  CHECK(repaired == 0);
   // The open ledger was recovered first (its writer was idle past the grace period): closed at
   // its last entry, and its writer fenced.
   const ReplicatedLedgerRecord open_record = cluster.Record(open);
