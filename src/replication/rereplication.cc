@@ -18,7 +18,6 @@
 
 #include <algorithm>
 #include <memory>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,7 +55,7 @@ class Copy : public std::enable_shared_from_this<Copy> {
   void OnRun(std::vector<std::string> batches);
   void OnAdded(absl::Status status);
   void SealAll();
-  void ReadBack(uint64_t entry, std::optional<std::string> expected, std::function<void()> next);
+  void ReadBack(uint64_t entry, std::string expected, std::function<void()> next);
   void Replace();
   void Finish(absl::StatusOr<RereplicationResult> result);
   std::string Where() const {
@@ -136,9 +135,10 @@ void Copy::NextTask() {
     empty = record_.last_entry_id == kNoEntry || record_.last_entry_id < task_.first_entry;
     end_ = record_.last_entry_id;
   }
-  // Best a node that held nothing of the ledger when this began (the nodes of a closed ledger
-  // hold it sealed, and refuse its batches), or one this copy chose already; else any node
-  // outside the fragment (of an open ledger, say).
+  // A node that held nothing of the ledger when this began, or one this copy chose already.
+  // For an open ledger, failing that, any node outside the fragment; never for a closed one,
+  // whose nodes hold it sealed (a recovery seals it on every node it names) and refuse its
+  // batches, or hold only some of them.
   std::vector<std::string> exclude = lost_;
   exclude.insert(exclude.end(), fragment->nodes.begin(), fragment->nodes.end());
   std::vector<std::string> exclude_named = exclude;
@@ -146,7 +146,9 @@ void Copy::NextTask() {
   const std::vector<std::string> candidates = env_->CandidateNodes();
   absl::StatusOr<std::vector<std::string>> chosen =
       internal::ChooseNodes(*env_, candidates, exclude_named, 1);
-  if (!chosen.ok()) chosen = internal::ChooseNodes(*env_, candidates, exclude, 1);
+  if (!chosen.ok() && record_.state != ReplicatedLedgerState::kClosed) {
+    chosen = internal::ChooseNodes(*env_, candidates, exclude, 1);
+  }
   if (!chosen.ok()) {
     return Finish(absl::UnavailableError(absl::StrCat("re-replicating ledger ", ledger_id_,
                                                       ": no node to copy to: ",
@@ -225,16 +227,11 @@ void Copy::OnAdded(absl::Status status) {
   if (!status.ok() && add_error_.ok()) add_error_ = std::move(status);
   if (--adds_pending_ > 0) return;
   if (!add_error_.ok()) {
-    if (absl::IsFailedPrecondition(add_error_)) {
-      // Sealed there already: an earlier copy to this node got as far as its seal and no
-      // further. Its batches are trusted once read back.
-      auto self = shared_from_this();
-      return ReadBack(task_.first_entry, std::nullopt, [self] {
-        self->ReadBack(self->end_, std::nullopt, [self] { self->Replace(); });
-      });
-    }
-    return Finish(absl::Status(add_error_.code(),
-                               absl::StrCat(Where(), ": writing: ", add_error_.message())));
+    // A node holding the ledger sealed (it held part of it once) refuses it: another node, on
+    // a later attempt. Its own answer for a batch it holds says nothing of those it lacks.
+    return Finish(absl::Status(
+        absl::IsFailedPrecondition(add_error_) ? absl::StatusCode::kUnavailable : add_error_.code(),
+        absl::StrCat(Where(), ": writing: ", add_error_.message())));
   }
   result_.bytes_copied += run_bytes_;
   task_bytes_ += run_bytes_;
@@ -282,7 +279,7 @@ void Copy::SealAll() {
   }
 }
 
-void Copy::ReadBack(uint64_t entry, std::optional<std::string> expected, std::function<void()> next) {
+void Copy::ReadBack(uint64_t entry, std::string expected, std::function<void()> next) {
   auto self = shared_from_this();
   env_->Node(target_)->Read(
       ledger_id_, entry, /*fence=*/false,
@@ -292,7 +289,7 @@ void Copy::ReadBack(uint64_t entry, std::optional<std::string> expected, std::fu
               self->Where(), ": reading entry ", entry, " back: ",
               answer.outcome == ReadOutcome::kAbsent ? "absent" : answer.status.ToString())));
         }
-        if (expected.has_value() && answer.batch != *expected) {
+        if (answer.batch != expected) {
           return self->Finish(absl::DataLossError(
               absl::StrCat(self->Where(), ": entry ", entry, " read back differs from what was written")));
         }

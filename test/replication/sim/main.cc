@@ -39,7 +39,7 @@ constexpr char kUsage[] =
     "usage: cairn_replication_sim [--seeds N] [--first-seed S] [--seed S [--trace]] [--long]\n"
     "         [--planted-bug none|recovery-reads-without-fence|error-as-absent|"
     "acknowledge-out-of-order|\n"
-    "                        no-limbo|read-ahead-past-lac]\n"
+    "                        no-limbo|read-ahead-past-lac|rereplicate-first-run-only]\n"
     "         [--expect-violation] [--check-determinism] [--help]\n";
 
 struct Flags {
