@@ -7,8 +7,8 @@
 # processes in the background, prints their addresses and returns; they keep serving, their data
 # and logs under DIRECTORY, their process ids in DIRECTORY/pids, until `--stop`.
 #
-#   scripts/cluster.sh [--stores N] [--demo] [DIRECTORY]   start (DIRECTORY: build/cluster-data)
-#   scripts/cluster.sh --stop [DIRECTORY]                  stop the cluster started there
+#   scripts/cluster.sh [--stores N] [--netns] [--demo] [DIRECTORY]   start (build/cluster-data)
+#   scripts/cluster.sh --stop [DIRECTORY]                            stop the cluster started there
 #
 # --demo, once started: a topic replicated on two nodes (E=Qw=Qa=2, so that a node is spare),
 # messages produced through the first proxy, a store node of the ledger's ensemble killed, more
@@ -19,19 +19,30 @@
 # either), and takes the topic over within about a second when the owner dies (docs/cluster.md).
 #
 # Ports on 127.0.0.1: ZooKeeper $CAIRN_ZK_PORT (default 2181), store nodes from 7110, proxies
-# 7120 and 7121; metrics off.
+# 7120 and 7121; metrics off. $CAIRN_STORE_ARGS, if set, are more flags for every store node
+# (--autorecovery-delay-ms 5000, say).
+#
+# --netns (root): each process in a network namespace of its own, joined to a bridge by a veth
+# pair, so that links can really fail (scripts/cluster_fault.sh cuts them): the bridge
+# $CAIRN_NETNS_PREFIX-br (prefix default "cairn") is 10.77.0.1/24 on this host, ZooKeeper
+# 10.77.0.2:2181, store node i 10.77.0.(10+i):7110, proxy i 10.77.0.(20+i):7120; the namespace
+# of process NAME is $CAIRN_NETNS_PREFIX-NAME, its host-side link $CAIRN_NETNS_PREFIX-NAME too
+# (veth names are cut to 15 bytes). --stop removes them.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
 
 stop=false
 demo=false
+netns=false
+prefix=${CAIRN_NETNS_PREFIX:-cairn}
 store_count=3
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
     --stop) stop=true; shift ;;
     --demo) demo=true; shift ;;
+    --netns) netns=true; shift ;;
     --stores)
       [ $# -ge 2 ] || { echo "cluster: --stores needs a number" >&2; exit 2; }
       store_count=$2; shift 2 ;;
@@ -39,6 +50,10 @@ while [ $# -gt 0 ]; do
     *) break ;;
   esac
 done
+if $netns && $demo; then
+  echo "cluster: --demo runs on loopback only (without --netns)" >&2
+  exit 2
+fi
 if ! [[ "$store_count" =~ ^[0-9]+$ ]] || [ "$store_count" -lt 1 ] || [ "$store_count" -gt 9 ]; then
   echo "cluster: --stores must be 1 to 9, not $store_count" >&2
   exit 2
@@ -73,11 +88,25 @@ stop_pids() {
   done
 }
 
+# The namespaces, links and bridge of --netns (recorded in $data/netns), removed.
+remove_netns() {
+  [ -f "$data/netns" ] || return 0
+  local name
+  while read -r name; do
+    ip netns del "$prefix-$name" 2>/dev/null || true
+    ip link del "$(link_of "$name")" 2>/dev/null || true
+  done <"$data/netns"
+  ip link del "$prefix-br" 2>/dev/null || true
+  rm -f "$data/netns"
+}
+link_of() { local link="$prefix-$1"; echo "${link:0:15}"; }
+
 if $stop; then
   [ -f "$pidfile" ] || { echo "cluster: no cluster started in $data (no $pidfile)" >&2; exit 1; }
   mapfile -t pids < <(cut -d' ' -f1 "$pidfile")
   stop_pids "${pids[@]}"
   rm -f "$pidfile"
+  remove_netns
   echo "cluster: stopped (${#pids[@]} processes; the data stays in $data)"
   exit 0
 fi
@@ -110,16 +139,42 @@ on_exit() {
   mapfile -t started_pids < <(cut -d' ' -f1 "$pidfile")
   [ ${#started_pids[@]} -eq 0 ] || stop_pids "${started_pids[@]}"
   rm -f "$pidfile"
+  remove_netns
 }
 trap on_exit EXIT
 
+# With --netns: namespace $prefix-NAME at 10.77.0.HOST, its eth0 the peer of a veth on the bridge.
+add_netns() {
+  local name=$1 host=$2 ns="$prefix-$1" link
+  link=$(link_of "$name")
+  if ! ip link show "$prefix-br" >/dev/null 2>&1; then
+    ip link add "$prefix-br" type bridge
+    ip addr add 10.77.0.1/24 dev "$prefix-br"
+    ip link set "$prefix-br" up
+  fi
+  echo "$name" >>"$data/netns"
+  ip netns add "$ns"
+  ip link add "$link" type veth peer name eth0 netns "$ns"
+  ip link set "$link" master "$prefix-br" up
+  ip -n "$ns" addr add "10.77.0.$host/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" link set lo up
+  ip -n "$ns" route add default via 10.77.0.1
+}
+
 # Starts a process in the background, detached from this script (its own session: a Ctrl-C or a
-# closed terminal does not reach it), and records its id.
+# closed terminal does not reach it), and records its id (and, with --netns, its namespace,
+# where it runs).
 spawn() {
   local name=$1 log=$2
   shift 2
-  setsid "$@" </dev/null >/dev/null 2>"$log" &
-  echo "$! $name" >>"$pidfile"
+  if $netns; then
+    setsid ip netns exec "$prefix-$name" "$@" </dev/null >/dev/null 2>"$log" &
+    echo "$! $name $prefix-$name" >>"$pidfile"
+  else
+    setsid "$@" </dev/null >/dev/null 2>"$log" &
+    echo "$! $name" >>"$pidfile"
+  fi
 }
 
 # Waits until `log` has a line matching `pattern` (sed -n 's/.../\1/p' style) and prints \1.
@@ -136,9 +191,23 @@ wait_for() {
   return 1
 }
 
-# ZooKeeper: one server on loopback.
+# ZooKeeper: one server on loopback (or in its namespace).
 zk_port=${CAIRN_ZK_PORT:-2181}
-if (exec 3<>"/dev/tcp/127.0.0.1/$zk_port") 2>/dev/null; then
+zk_host=127.0.0.1
+store_host() { echo "127.0.0.1:$((7110 + $1))"; }
+proxy_host() { echo "127.0.0.1:712$1"; }
+if $netns; then
+  [ "$(id -u)" -eq 0 ] || { echo "cluster: --netns needs root" >&2; exit 1; }
+  ip link show "$prefix-br" >/dev/null 2>&1 &&
+    { echo "cluster: $prefix-br exists already (another cluster?); set CAIRN_NETNS_PREFIX" >&2; exit 1; }
+  zk_port=2181
+  zk_host=10.77.0.2
+  store_host() { echo "10.77.0.$((10 + $1)):7110"; }
+  proxy_host() { echo "10.77.0.$((20 + $1)):7120"; }
+  add_netns zookeeper 2
+  for ((i = 0; i < store_count; i++)); do add_netns "store-$i" $((10 + i)); done
+  for i in 0 1; do add_netns "proxy-$i" $((20 + i)); done
+elif (exec 3<>"/dev/tcp/127.0.0.1/$zk_port") 2>/dev/null; then
   echo "cluster: port $zk_port is taken (another ZooKeeper?); set CAIRN_ZK_PORT" >&2
   exit 1
 fi
@@ -149,7 +218,7 @@ initLimit=20
 syncLimit=10
 dataDir=$data/zookeeper/data
 clientPort=$zk_port
-clientPortAddress=127.0.0.1
+clientPortAddress=$zk_host
 admin.enableServer=false
 4lw.commands.whitelist=srvr,ruok
 EOF
@@ -160,21 +229,21 @@ spawn zookeeper "$data/zookeeper/server.log" java -Xmx256m -XX:+UseSerialGC \
 # Serving once it takes connections (its client port opens after it loaded its data).
 zk_up=false
 for _ in $(seq 1 600); do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$zk_port") 2>/dev/null; then zk_up=true; break; fi
+  if (exec 3<>"/dev/tcp/$zk_host/$zk_port") 2>/dev/null; then zk_up=true; break; fi
   kill -0 "$(head -1 "$pidfile" | cut -d' ' -f1)" 2>/dev/null || break
   sleep 0.1
 done
 $zk_up || { cat "$data/zookeeper/server.log" >&2; echo "cluster: ZooKeeper did not start" >&2; exit 1; }
-zk=zk://127.0.0.1:$zk_port/cairn
-echo "ZooKeeper   127.0.0.1:$zk_port   (--metadata $zk; log $data/zookeeper/server.log)"
+zk=zk://$zk_host:$zk_port/cairn
+echo "ZooKeeper   $zk_host:$zk_port   (--metadata $zk; log $data/zookeeper/server.log)"
 
 # The store nodes, registered in ZooKeeper: every node is equal; the topics' metadata and the
 # ledgers' records live in ZooKeeper.
 start_store() {
   local i=$1
   spawn "store-$i" "$data/store-$i.log" "$cairnd" store --data-dir "$data/store-$i" \
-    --listen "127.0.0.1:$((7110 + i))" --metrics-listen none --metadata-dir none \
-    --metadata "$zk" --session-timeout-ms 4000
+    --listen "$(store_host "$i")" --metrics-listen none --metadata-dir none \
+    --metadata "$zk" --session-timeout-ms 4000 ${CAIRN_STORE_ARGS:-}
   wait_for "$data/store-$i.log" '.*store node listening on \([0-9.]*:[0-9]*\).*' "$!"
 }
 for ((i = 0; i < store_count; i++)); do
@@ -185,7 +254,7 @@ proxies=()
 for i in 0 1; do
   spawn "proxy-$i" "$data/proxy-$i.log" "$cairnd" proxy --stores registered --metadata "$zk" \
     --ensemble 3 --write-quorum 3 --ack-quorum 2 --replica-timeout-ms 1000 \
-    --session-timeout-ms 600 --listen "127.0.0.1:712$i" --metrics-listen none
+    --session-timeout-ms 600 --listen "$(proxy_host "$i")" --metrics-listen none
   proxies+=("$(wait_for "$data/proxy-$i.log" '.*proxy listening on \([0-9.]*:[0-9]*\).*' "$!")")
   echo "proxy       ${proxies[i]}   (log $data/proxy-$i.log)"
 done

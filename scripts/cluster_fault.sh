@@ -3,14 +3,18 @@
 # machine (scripts/cluster.sh: ZooKeeper, 4 store nodes, 2 proxies, E=3 Qw=3 Qa=2: one node
 # spare, to replace a failed one), runs two clients (cairn_cluster_client) producing to and
 # consuming from two topics (one on exclusive subscriptions, one on failover) for SECONDS, while
-# a seeded nemesis kills store nodes and proxies (SIGKILL, restarted on their data after a
-# moment) and stops them (SIGSTOP, SIGCONT a few seconds later); then heals everything, reads
+# a seeded nemesis kills store nodes, proxies and ZooKeeper (SIGKILL, restarted on their data
+# after a moment), stops them (SIGSTOP, SIGCONT a few seconds later) and flips a byte in a
+# sealed segment of one store node (always the same one: a minority of each ledger's copies);
+# with --netns (root) each process has a network namespace of its own and the nemesis also cuts
+# links: one process isolated, two store nodes at once (a minority), one-way (a blackhole route
+# from one process to another), and a proxy from ZooKeeper. Then it heals everything, reads
 # every topic from the start, and checks the clients' histories with cairn_cluster_check, whose
 # summary line it prints last:
 #
 #   cluster-check seed=.. minutes=.. ops=.. acked=.. lost=0 duplicated=0 inconsistent=0 aborted_read=0 reordered=0 unread=0
 #
-#   scripts/cluster_fault.sh [--seconds S] [--seed N] [--keep] [--no-faults] [DIRECTORY]
+#   scripts/cluster_fault.sh [--seconds S] [--seed N] [--netns] [--keep] [--no-faults] [DIRECTORY]
 #
 # --no-faults: the same run without the nemesis (a control: any anomaly then is not a fault's).
 # Exits 0 only if the checker found no anomaly. The run's data, logs, histories and the
@@ -18,16 +22,18 @@
 # removed after a clean run unless --keep. The same seed makes the same choices of fault, victim
 # and timing (the cluster's own timing still varies).
 #
-# The faults here are process faults on loopback. Network partitions (each node in a network
-# namespace of its own) and damaged files are not injected yet.
+# Clock jumps are not injected: no decision of the cluster rests on the wall clock (timeouts,
+# sessions, delays and grace periods use monotonic clocks; the wall clock only stamps records
+# for people and for garbage collection's report).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
 
 seconds=60
 seed=$(( $(date +%s) % 100000 ))
 keep=false
 faults=true
+netns=false
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
@@ -37,6 +43,7 @@ while [ $# -gt 0 ]; do
       seed=$2; shift 2 ;;
     --keep) keep=true; shift ;;
     --no-faults) faults=false; shift ;;
+    --netns) netns=true; shift ;;
     -*) echo "cluster_fault: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -50,11 +57,17 @@ pidfile=$data/pids
 
 # A free port for ZooKeeper, so that the run does not depend on 2181 being free.
 export CAIRN_ZK_PORT=${CAIRN_ZK_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}
-"$root/scripts/cluster.sh" --stores 4 "$data" >"$data/cluster.out"
+prefix=${CAIRN_NETNS_PREFIX:-cairn}
+if $netns; then
+  "$root/scripts/cluster.sh" --stores 4 --netns "$data" >"$data/cluster.out"
+  proxies=10.77.0.20:7120,10.77.0.21:7120
+else
+  "$root/scripts/cluster.sh" --stores 4 "$data" >"$data/cluster.out"
+  proxies=127.0.0.1:7120,127.0.0.1:7121
+fi
 cmake --build "$root/build" -j "$(nproc)" --target cairn_cluster_client cairn_cluster_check >/dev/null
 client=$root/build/test/cairn_cluster_client
 check=$root/build/test/cairn_cluster_check
-proxies=127.0.0.1:7120,127.0.0.1:7121
 
 stopped=false
 finish() {
@@ -62,32 +75,83 @@ finish() {
   stopped=true
   # Whatever the nemesis left stopped goes on, so that it can end.
   while read -r pid _; do kill -CONT "$pid" 2>/dev/null || true; done <"$pidfile"
+  heal_links
   "$root/scripts/cluster.sh" --stop "$data" >/dev/null || true
 }
 trap finish EXIT
 
 # Each process' command line, to start it again after a kill.
 mkdir -p "$data/cmdlines"
-while read -r pid name; do cp "/proc/$pid/cmdline" "$data/cmdlines/$name"; done <"$pidfile"
+while read -r pid name _; do cp "/proc/$pid/cmdline" "$data/cmdlines/$name"; done <"$pidfile"
 pid_of() { awk -v name="$1" '$2 == name { pid = $1 } END { print pid }' "$pidfile"; }
 restart() {
   local name=$1 args
   mapfile -d '' args <"$data/cmdlines/$name"
-  setsid "${args[@]}" </dev/null >/dev/null 2>>"$data/$name.log" &
+  if $netns; then
+    setsid ip netns exec "$prefix-$name" "${args[@]}" </dev/null >/dev/null 2>>"$data/$name.log" &
+  else
+    setsid "${args[@]}" </dev/null >/dev/null 2>>"$data/$name.log" &
+  fi
   echo "$! $name" >>"$pidfile"
   disown  # The nemesis kills it later: no job notice from this shell.
 }
 log() { echo "$(date +%T.%3N) $*" >>"$data/nemesis.log"; }
 
+# --netns: each process' address and host-side link (scripts/cluster.sh --netns).
+ip_of() {
+  case $1 in
+    zookeeper) echo 10.77.0.2 ;;
+    store-*) echo "10.77.0.$((10 + ${1#store-}))" ;;
+    proxy-*) echo "10.77.0.$((20 + ${1#proxy-}))" ;;
+  esac
+}
+link_of() { local link="$prefix-$1"; echo "${link:0:15}"; }
+cut_link() { ip link set "$(link_of "$1")" down; }
+mend_link() { ip link set "$(link_of "$1")" up; }
+# No route from `from` to `to` (a one-way partition: what `to` sends still arrives).
+blackhole() { ip -n "$prefix-$1" route add blackhole "$(ip_of "$2")/32"; }
+unblackhole() { ip -n "$prefix-$1" route del blackhole "$(ip_of "$2")/32" 2>/dev/null || true; }
+heal_links() {
+  $netns || return 0
+  local a b
+  for a in zookeeper store-0 store-1 store-2 store-3 proxy-0 proxy-1; do
+    ip link set "$(link_of "$a")" up 2>/dev/null || true
+    for b in zookeeper store-0 store-1 store-2 store-3 proxy-0 proxy-1; do
+      [ "$a" = "$b" ] || unblackhole "$a" "$b"
+    done
+  done
+}
+
+# A byte flipped in a sealed segment (not the last of its ledger) of `store`; logged.
+flip_byte() {
+  local store=$1 sealed=() dir segs
+  for dir in "$data/$store"/ledgers/*/; do
+    mapfile -t segs < <(ls "$dir"*.seg 2>/dev/null | sort)
+    [ ${#segs[@]} -ge 2 ] && sealed+=("${segs[@]:0:${#segs[@]}-1}")
+  done
+  [ ${#sealed[@]} -gt 0 ] || { log "no sealed segment on $store yet"; return 0; }
+  local file=${sealed[RANDOM % ${#sealed[@]}]} size offset
+  size=$(stat -c %s "$file")
+  offset=$(( (RANDOM * 32768 + RANDOM) % size ))
+  python3 -c 'import sys; f = open(sys.argv[1], "r+b"); f.seek(int(sys.argv[2])); b = f.read(1); f.seek(int(sys.argv[2])); f.write(bytes([b[0] ^ 0x5a])); f.close()' "$file" "$offset"
+  log "flipped the byte at $offset of ${file#"$data"/}"
+}
+
 RANDOM=$seed
-victims=(store-0 store-1 store-2 store-3 proxy-0 proxy-1)
+victims=(store-0 store-1 store-2 store-3 proxy-0 proxy-1 zookeeper)
+damaged_store=store-$((seed % 4))  # the one node whose files are damaged
 nemesis() {
-  local end=$((SECONDS + seconds - 3))
+  # The kinds: 0 kill, 1 stop, 2 damage; with --netns also 3-6, the links.
+  local end=$((SECONDS + seconds - 3)) kind_count=3 n=${#victims[@]}
+  $netns && kind_count=7
   sleep 2
   while [ $SECONDS -lt $end ]; do
-    local victim=${victims[RANDOM % ${#victims[@]}]} pid
+    local index=$((RANDOM % n)) pid
+    local victim=${victims[index]}
+    local other=${victims[(index + 1 + RANDOM % (n - 1)) % n]}
+    local pause=$((1 + RANDOM % 3))
     pid=$(pid_of "$victim")
-    case $((RANDOM % 2)) in
+    case $((RANDOM % kind_count)) in
       0)
         log "kill -KILL $victim ($pid)"
         kill -KILL "$pid" 2>/dev/null || true
@@ -96,12 +160,32 @@ nemesis() {
         restart "$victim"
         log "restarted $victim ($(pid_of "$victim"))" ;;
       1)
-        local pause=$((1 + RANDOM % 3))
         log "kill -STOP $victim ($pid) for ${pause} s"
         kill -STOP "$pid" 2>/dev/null || true
         sleep "$pause"
         kill -CONT "$pid" 2>/dev/null || true
         log "kill -CONT $victim ($pid)" ;;
+      2) flip_byte "$damaged_store" ;;
+      3)
+        log "link of $victim down for ${pause} s"
+        cut_link "$victim"; sleep "$pause"; mend_link "$victim"
+        log "link of $victim up" ;;
+      4)
+        local second=store-$(( (${damaged_store#store-} + 1 + RANDOM % 3) % 4 ))
+        log "links of $damaged_store and $second down for ${pause} s (a minority of store nodes)"
+        cut_link "$damaged_store"; cut_link "$second"; sleep "$pause"
+        mend_link "$damaged_store"; mend_link "$second"
+        log "links of $damaged_store and $second up" ;;
+      5)
+        log "one way: nothing from $victim reaches $other for ${pause} s"
+        blackhole "$victim" "$other"; sleep "$pause"; unblackhole "$victim" "$other"
+        log "one way: $victim reaches $other again" ;;
+      6)
+        local owner=proxy-$((RANDOM % 2))
+        log "$owner and ZooKeeper cut from each other for ${pause} s"
+        blackhole "$owner" zookeeper; blackhole zookeeper "$owner"; sleep "$pause"
+        unblackhole "$owner" zookeeper; unblackhole zookeeper "$owner"
+        log "$owner and ZooKeeper joined again" ;;
     esac
     sleep "$((1 + RANDOM % 3)).$((RANDOM % 10))"
   done
@@ -120,13 +204,15 @@ status=0
 wait "$client_a" || status=$?
 wait "$client_b" || status=$?
 [ $status -eq 0 ] || { cat "$data"/client-*.log >&2; echo "cluster_fault: a client failed" >&2; exit 1; }
-# Healed: every process runs, then one reader reads everything.
-while read -r pid name; do kill -CONT "$pid" 2>/dev/null || true; done <"$pidfile"
+# Healed: every link up, every process runs, then one reader reads everything.
+heal_links
+while read -r pid name _; do kill -CONT "$pid" 2>/dev/null || true; done <"$pidfile"
 "$client" --proxy "$proxies" --history "$data/history-final" --name final \
   --topics fault-x,fault-y --final-read 2>"$data/client-final.log" ||
   echo "cluster_fault: the final read fell short: $(tail -1 "$data/client-final.log")" >&2
 minutes=$(awk -v s=$((SECONDS - start)) 'BEGIN { printf "%.1f", s / 60 }')
-injected=$(grep -c -e "kill -KILL" -e "kill -STOP" "$data/nemesis.log" 2>/dev/null || true)
+injected=$(grep -c -e "kill -KILL" -e "kill -STOP" -e "flipped" -e " down for " -e "one way:.*for" \
+  -e "cut from each other" "$data/nemesis.log" 2>/dev/null || true)
 echo "cluster_fault: ${injected:-0} faults injected (nemesis log: $data/nemesis.log)"
 checked=0
 "$check" --seed "$seed" --minutes "$minutes" "$data"/history-* || checked=$?

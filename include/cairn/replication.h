@@ -142,6 +142,10 @@ struct ReplicaAdd {
   uint64_t last_add_confirmed = kNoEntry;
   // Written back by a recovery: accepted although the ledger is fenced on the node.
   bool recovery = false;
+  // Copied by re-replication (cairn/rereplication.h) from the ledger's other nodes, at or before
+  // its last confirmed entry: accepted although the ledger is fenced, or closed, on the node (it
+  // may hold another fragment of it sealed); the copy seals it again once done.
+  bool rereplication = false;
 };
 
 }  // namespace cairn

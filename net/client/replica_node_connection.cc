@@ -22,6 +22,7 @@ kj::Promise<void> SendAdd(rpc::StoreNode::Client& node, const ReplicaAdd& add) {
   request.setLedger(add.ledger_id);
   request.setLastAddConfirmed(add.last_add_confirmed);
   request.setRecovery(add.recovery);
+  request.setRereplication(add.rereplication);
   return request.send().ignoreResult().attach(SharedBatch(add.batch));
 }
 

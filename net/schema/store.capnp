@@ -81,7 +81,8 @@ interface StoreNode {
   # The replicas this node holds of replicated ledgers (cairn/replica_store.h, and
   # docs/replication.md for the protocol). A node started without replicas answers these with
   # kFailedPrecondition. Adds on one connection are stored in the order they are sent.
-  replicaAdd @9 (ledger :UInt64, batch :Data, lastAddConfirmed :UInt64, recovery :Bool) -> ();
+  replicaAdd @9 (ledger :UInt64, batch :Data, lastAddConfirmed :UInt64, recovery :Bool,
+                 rereplication :Bool) -> ();
   # Never fails for a missing or unreadable entry: the answer's outcome says which of the three
   # it is (an unknown one with the node's status in statusCode/statusMessage).
   #

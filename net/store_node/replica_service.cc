@@ -42,6 +42,7 @@ kj::Promise<void> ReplicaService::Add(ReplicaAddContext context) {
       std::span<const char>(reinterpret_cast<const char*>(batch.begin()), batch.size()));
   add.last_add_confirmed = params.getLastAddConfirmed();
   add.recovery = params.getRecovery();
+  add.rereplication = params.getRereplication();
   auto done = kj::newPromiseAndCrossThreadFulfiller<absl::Status>();
   adds_.Submit([replicas, add = std::move(add), fulfiller = kj::mv(done.fulfiller)]() mutable {
     // The completion may run on the store's thread: the fulfiller is shared with it.

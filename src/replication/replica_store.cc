@@ -433,6 +433,7 @@ absl::StatusOr<std::shared_ptr<Range>> ReplicaStoreImpl::NewRange(ReplicaLedger&
                                return a->first_entry_id < b->first_entry_id;
                              });
   ledger.ranges.insert(at, range);
+  ledger.closed = false;  // this range is not sealed (a re-replication's, on a closed ledger)
   return range;
 }
 
@@ -518,11 +519,11 @@ absl::StatusOr<std::pair<uint64_t, uint64_t>> ReplicaStoreImpl::LocalBatchAt(uin
 AddPlan ReplicaStoreImpl::PlanAdd(ReplicaLedger& ledger, const ReplicaAdd& add, uint64_t first,
                                   uint64_t last, Done& done) {
   const auto answer = AddPlan::Answer;
-  if (ledger.closed) {
+  if (ledger.closed && !add.rereplication) {
     return answer(absl::FailedPreconditionError(
         absl::StrCat("replicated ledger ", ledger.id, " is closed here")));
   }
-  if (ledger.fenced && !add.recovery) {
+  if (ledger.fenced && !add.recovery && !add.rereplication) {
     return answer(absl::FailedPreconditionError(
         absl::StrCat("replicated ledger ", ledger.id, " is fenced here")));
   }

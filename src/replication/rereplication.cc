@@ -5,7 +5,8 @@
 //     chosen among the candidates that hold nothing of the ledger;
 //  2. runs of batches are read from the fragment's write set (ReplicatedReader: it verifies each
 //     and moves on to the next node on an error or a missing batch) and written to the new node
-//     as recovery adds, in order, a run at a time and at the throttle's pace;
+//     as re-replication adds (taken even by a node that holds the ledger sealed: it may hold
+//     another fragment of it), in order, a run at a time and at the throttle's pace;
 //  3. the new node's copy of the fragment's last entry is read back and compared with what was
 //     sent;
 //  4. the record's fragment gets the new node instead of the lost one (compare-and-swap, read
@@ -73,6 +74,8 @@ class Copy : public std::enable_shared_from_this<Copy> {
   std::vector<Task> tasks_;
   std::vector<std::string> named_at_start_;  // every node the record named at the start
   std::vector<std::string> targets_;         // nodes copied to, to seal at the end
+  std::vector<std::string> replaced_with_;   // targets already put in the record
+  std::vector<std::string> refused_;         // nodes that refused the ledger's batches
 
   // The task in progress.
   Task task_;
@@ -135,20 +138,18 @@ void Copy::NextTask() {
     empty = record_.last_entry_id == kNoEntry || record_.last_entry_id < task_.first_entry;
     end_ = record_.last_entry_id;
   }
-  // A node that held nothing of the ledger when this began, or one this copy chose already.
-  // For an open ledger, failing that, any node outside the fragment; never for a closed one,
-  // whose nodes hold it sealed (a recovery seals it on every node it names) and refuse its
-  // batches, or hold only some of them.
+  // Best a node that held nothing of the ledger when this began (the copies then spread over
+  // more nodes), or one this copy chose already; failing that, any node outside the fragment
+  // that has not refused the ledger's batches.
   std::vector<std::string> exclude = lost_;
   exclude.insert(exclude.end(), fragment->nodes.begin(), fragment->nodes.end());
+  exclude.insert(exclude.end(), refused_.begin(), refused_.end());
   std::vector<std::string> exclude_named = exclude;
   exclude_named.insert(exclude_named.end(), named_at_start_.begin(), named_at_start_.end());
   const std::vector<std::string> candidates = env_->CandidateNodes();
   absl::StatusOr<std::vector<std::string>> chosen =
       internal::ChooseNodes(*env_, candidates, exclude_named, 1);
-  if (!chosen.ok() && record_.state != ReplicatedLedgerState::kClosed) {
-    chosen = internal::ChooseNodes(*env_, candidates, exclude, 1);
-  }
+  if (!chosen.ok()) chosen = internal::ChooseNodes(*env_, candidates, exclude, 1);
   if (!chosen.ok()) {
     return Finish(absl::UnavailableError(absl::StrCat("re-replicating ledger ", ledger_id_,
                                                       ": no node to copy to: ",
@@ -218,7 +219,7 @@ void Copy::OnRun(std::vector<std::string> batches) {
   for (SharedBatch& batch : to_send) {
     result_.batches_copied += 1;
     node->Add(ReplicaAdd{.ledger_id = ledger_id_, .batch = std::move(batch),
-                         .last_add_confirmed = end_, .recovery = true},
+                         .last_add_confirmed = end_, .recovery = false, .rereplication = true},
               [self](absl::Status status) { self->OnAdded(std::move(status)); });
   }
 }
@@ -227,8 +228,17 @@ void Copy::OnAdded(absl::Status status) {
   if (!status.ok() && add_error_.ok()) add_error_ = std::move(status);
   if (--adds_pending_ > 0) return;
   if (!add_error_.ok()) {
-    // A node holding the ledger sealed (it held part of it once) refuses it: another node, on
-    // a later attempt. Its own answer for a batch it holds says nothing of those it lacks.
+    if (absl::IsFailedPrecondition(add_error_) &&
+        std::find(replaced_with_.begin(), replaced_with_.end(), target_) == replaced_with_.end()) {
+      // Refused (a node from before re-replication adds were taken on sealed ledgers): the
+      // fragment again, to another node.
+      options_.log(LogLevel::kInfo, absl::StrCat(Where(), ": refused (", add_error_.message(),
+                                                 "): choosing another node"));
+      refused_.push_back(target_);
+      std::erase(targets_, target_);
+      tasks_.push_back(task_);
+      return NextTask();
+    }
     return Finish(absl::Status(
         absl::IsFailedPrecondition(add_error_) ? absl::StatusCode::kUnavailable : add_error_.code(),
         absl::StrCat(Where(), ": writing: ", add_error_.message())));
@@ -322,6 +332,7 @@ void Copy::Replace() {
         internal::WriteLedgerRecord(env_->metadata(), changed, current->version);
     if (version.ok()) {
       ++result_.fragments_replaced;
+      replaced_with_.push_back(target_);
       options_.log(LogLevel::kInfo, absl::StrCat("replicated ledger ", ledger_id_, ": fragment from entry ",
                                                  task_.first_entry, ": ", task_.lost, " replaced by ",
                                                  target_));

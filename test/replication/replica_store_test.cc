@@ -113,7 +113,8 @@ ReplicaAdd MakeAdd(uint64_t ledger, uint64_t first, int count, bool recovery = f
   return ReplicaAdd{.ledger_id = ledger,
                     .batch = SharedBatch::Copy(MakeBatch(ledger, first, count)),
                     .last_add_confirmed = lac,
-                    .recovery = recovery};
+                    .recovery = recovery,
+                    .rereplication = false};
 }
 
 absl::Status AddAndWait(ReplicaStore& replicas, const ReplicaAdd& add) {
@@ -412,6 +413,36 @@ TEST_CASE("replica store: Close stops serving entries past the last one", "[repl
     REQUIRE(absl::IsFailedPrecondition(AddAndWait(node.replicas(), MakeAdd(9, 4, 2))));
     REQUIRE(absl::IsFailedPrecondition(
         AddAndWait(node.replicas(), MakeAdd(9, 4, 2, /*recovery=*/true))));
+    node.Reopen();
+  }
+}
+
+TEST_CASE("replica store: a closed ledger takes a re-replication's batches of a fragment it lacks, "
+          "and is closed again by Close",
+          "[replica]") {
+  Node node;
+  // The node holds entries 10..13 of ledger 12 (a later fragment), closed at 13.
+  REQUIRE(AddAndWait(node.replicas(), MakeAdd(12, 10, 2)).ok());
+  REQUIRE(AddAndWait(node.replicas(), MakeAdd(12, 12, 2)).ok());
+  REQUIRE(node.replicas().Close(12, 13).ok());
+  ReplicaAdd copy = MakeAdd(12, 0, 5);
+  REQUIRE(absl::IsFailedPrecondition(AddAndWait(node.replicas(), copy)));
+  copy.rereplication = true;
+  ReplicaAdd more = MakeAdd(12, 5, 5);
+  more.rereplication = true;
+  REQUIRE(AddAndWait(node.replicas(), copy).ok());
+  REQUIRE(AddAndWait(node.replicas(), more).ok());
+  REQUIRE(AddAndWait(node.replicas(), copy).ok());  // a resend of a copy: answered OK
+  REQUIRE_FALSE(Unwrap(node.replicas().Info(12)).closed);  // its new range is not sealed
+  // An ordinary add is still refused: the ledger stays fenced.
+  REQUIRE(absl::IsFailedPrecondition(AddAndWait(node.replicas(), MakeAdd(12, 14, 1))));
+  REQUIRE(node.replicas().Close(12, 13).ok());
+  for (int restart = 0; restart < 2; ++restart) {
+    INFO("restarted " << restart);
+    RequireServes(node.replicas(), 12, 0, copy.batch);
+    RequireServes(node.replicas(), 12, 9, more.batch);
+    REQUIRE(OutcomeOf(node.replicas(), 12, 14) == ReadOutcome::kAbsent);
+    REQUIRE(Unwrap(node.replicas().Info(12)).closed);
     node.Reopen();
   }
 }

@@ -65,7 +65,7 @@ class SimNodeClient : public ReplicaNodeClient {
     };
     Send<absl::Status>(
         absl::StrFormat("%s add L%d %s lac=%s%s", address_, add.ledger_id, Entries(add.batch.view()),
-                        Entry(add.last_add_confirmed), add.recovery ? " recovery" : ""),
+                        Entry(add.last_add_confirmed), add.recovery ? " recovery" : add.rereplication ? " rereplication" : ""),
         serve, std::move(done), [](absl::Status status) { return status; }, std::move(resend));
   }
 
