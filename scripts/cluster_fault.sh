@@ -207,6 +207,9 @@ wait "$client_b" || status=$?
 # Healed: every link up, every process runs, then one reader reads everything.
 heal_links
 while read -r pid name _; do kill -CONT "$pid" 2>/dev/null || true; done <"$pidfile"
+for name in zookeeper store-0 store-1 store-2 store-3 proxy-0 proxy-1; do
+  kill -0 "$(pid_of "$name")" 2>/dev/null || log "healed, but $name ($(pid_of "$name")) is not running"
+done
 "$client" --proxy "$proxies" --history "$data/history-final" --name final \
   --topics fault-x,fault-y --final-read 2>"$data/client-final.log" ||
   echo "cluster_fault: the final read fell short: $(tail -1 "$data/client-final.log")" >&2

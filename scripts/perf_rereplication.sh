@@ -110,7 +110,7 @@ wait "$producer" || true
 copied=$(cat "$data"/store-*.log | { grep -o 'batches, [0-9]* bytes in' || true; } | awk '{ s += $2 } END { print s + 0 }')
 awk -v k="$killed" -v h="$healed" -v d="$delay_ms" -v c="$copied" 'BEGIN {
   heal = h - k; copy = heal - d / 1000
-  printf "copied_bytes=%d\nheal_s=%.1f\ncopy_s=%.1f\ncopy_mib_per_s=%.1f\n", c, heal, copy, c / 1048576 / copy
+  printf "copied_bytes=%.0f\nheal_s=%.1f\ncopy_s=%.1f\ncopy_mib_per_s=%.1f\n", c, heal, copy, c / 1048576 / copy
 }'
 echo "during_msgs_per_s=$(cut -d' ' -f1 "$data/during.txt" | paste -sd,)"
 echo "during_p99_us=$(cut -d' ' -f2 "$data/during.txt" | paste -sd,)"

@@ -39,9 +39,25 @@ ReplicaNodeConnection::~ReplicaNodeConnection() {
   connection_.reset();
 }
 
+absl::Status ReplicaNodeConnection::Overloaded() const {
+  if (unanswered_ < kMaxUnanswered) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("store node ", address_, ": ", unanswered_,
+                                             " calls unanswered (a node that stopped answering "
+                                             "or a link that stopped carrying); not sending more"));
+}
+
+void ReplicaNodeConnection::FailLater(std::function<void(absl::Status)> fail, absl::Status status) {
+  thread_.tasks().add(kj::evalLater([fail = std::move(fail), status = std::move(status)] {
+    fail(status);
+  }));
+}
+
 void ReplicaNodeConnection::WithNode(std::function<void(rpc::StoreNode::Client&)> send,
                                      std::function<void(absl::Status)> fail) {
   if (node_ != nullptr && waiting_.empty()) {
+    if (absl::Status overloaded = Overloaded(); !overloaded.ok()) {
+      return FailLater(std::move(fail), std::move(overloaded));
+    }
     send(*node_);
     return;
   }
@@ -79,6 +95,10 @@ void ReplicaNodeConnection::Connect() {
                 for (Waiting& w : waiting) {
                   if (node_ == nullptr) {
                     w.fail(absl::UnavailableError(absl::StrCat("store node ", address_, ": connection lost")));
+                    continue;
+                  }
+                  if (absl::Status overloaded = Overloaded(); !overloaded.ok()) {
+                    w.fail(overloaded);
                     continue;
                   }
                   w.send(*node_);
@@ -121,9 +141,14 @@ void ReplicaNodeConnection::Finish(kj::Promise<void> call, std::function<void(ab
   // Calls are made on the current connection: a failure of one made on an older one says
   // nothing about the current one.
   const uint64_t generation = generation_;
+  ++unanswered_;
   thread_.tasks().add(call.then(
-      [shared] { (*shared)(absl::OkStatus()); },
+      [this, alive, shared] {
+        if (*alive) --unanswered_;
+        (*shared)(absl::OkStatus());
+      },
       [this, alive, shared, generation](kj::Exception&& exception) {
+        if (*alive) --unanswered_;
         absl::Status status = ExceptionToStatus(exception);
         if (exception.getType() == kj::Exception::Type::DISCONNECTED && *alive &&
             generation == generation_) {
@@ -138,6 +163,9 @@ void ReplicaNodeConnection::Finish(kj::Promise<void> call, std::function<void(ab
 
 void ReplicaNodeConnection::Add(const ReplicaAdd& add, std::function<void(absl::Status)> done) {
   if (node_ != nullptr && waiting_.empty()) {
+    if (absl::Status overloaded = Overloaded(); !overloaded.ok()) {
+      return FailLater(std::move(done), std::move(overloaded));
+    }
     Finish(SendAdd(*node_, add), std::move(done));
     return;
   }

@@ -75,6 +75,17 @@ class ReplicaNodeConnection final : public ReplicaNodeClient {
   void StartHeartbeat(uint64_t generation);
   // Completes a call's promise into `done`, mapping a KJ exception to the status it carries.
   void Finish(kj::Promise<void> call, std::function<void(absl::Status)> done);
+  // kUnavailable once kMaxUnanswered calls are unanswered. Cap'n Proto queues the messages it
+  // cannot write yet (a node that hangs, a link that carries nothing) as a chain of promises, one
+  // per message, which is destroyed recursively when the connection goes: unbounded, a few
+  // seconds of a busy writer and readers polling took the network thread's stack with it (the
+  // cluster fault test's partitions, in a proxy). Calls past the bound fail at once instead, as
+  // calls to a node that is down do.
+  absl::Status Overloaded() const;
+  // Runs `fail` with `status` from the event loop, never inside the call that failed.
+  void FailLater(std::function<void(absl::Status)> fail, absl::Status status);
+  static constexpr uint64_t kMaxUnanswered = 1024;
+  uint64_t unanswered_ = 0;  // calls sent (Finish) and not yet answered
 
   NetworkThread& thread_;
   const std::string address_;
