@@ -12,10 +12,12 @@
 //   read CONSUMER TOPIC PARTITION OFFSET VALUE ordered|unordered
 //
 // Every send's VALUE is unique in the history (the clients make it so: process and counter).
-// CONSUMER names one consumer's session: a consumer that restarts starts a new one. A read is
-// `ordered` where the subscription promises each partition in order without gaps (exclusive
+// CONSUMER names one consumer's session: a consumer that restarts starts a new one, named
+// SUBSCRIPTION-N (what precedes the last '-' names the subscription the sessions share). A read
+// is `ordered` where the subscription promises each partition in order without gaps (exclusive
 // and failover), so that the checker holds the session's reads of a partition to offsets one
-// after the other. Fields are words without spaces; blank lines are ignored.
+// after the other, but for offsets an earlier session of the subscription read (and may have
+// acknowledged one by one: those are not delivered again). Fields are words without spaces; blank lines are ignored.
 #pragma once
 
 #include <cstdint>

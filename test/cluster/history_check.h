@@ -38,6 +38,9 @@ struct CheckResult {
   uint64_t reordered = 0;
   uint64_t unread = 0;
   uint64_t redelivered = 0;  // Reads that went back over offsets already read: not anomalies.
+  // Skips in an ordered session over offsets that earlier sessions of its subscription read:
+  // acknowledged there, so not delivered again. Not anomalies.
+  uint64_t skipped_acknowledged = 0;
   // A few of each anomaly found, one line each, saying what and where.
   std::vector<std::string> examples;
 
