@@ -8,9 +8,16 @@ namespace cairn::net::internal {
 std::vector<double> StageLatencyBounds() { return ExponentialBuckets(0.00001, 2, 22); }
 
 SendStages::SendStages(MetricsRegistry* registry) {
+  // Owned here and shared with the registry's reading function: either may outlive the other
+  // (cairnd makes a registry per proxy it starts; a proxy's sends may still be answered after
+  // the next one started, and their stages observed).
   auto add = [&](const char* name, const char* help) -> Histogram* {
-    if (registry != nullptr) return registry->AddHistogram(name, help, StageLatencyBounds());
-    return own_.emplace_back(std::make_unique<Histogram>(StageLatencyBounds())).get();
+    auto histogram = std::make_shared<Histogram>(StageLatencyBounds());
+    if (registry != nullptr) {
+      registry->AddHistogramFunction(name, help, StageLatencyBounds(),
+                                     [histogram] { return histogram->snapshot(); });
+    }
+    return own_.emplace_back(std::move(histogram)).get();
   };
   batch_wait_ = add("cairn_proxy_send_batch_wait_seconds",
                     "Sends: time in the client from the batch's first message to its send, as "

@@ -56,7 +56,7 @@ class SendStages {
  private:
   static double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-  std::vector<std::unique_ptr<Histogram>> own_;  // when there is no registry
+  std::vector<std::shared_ptr<Histogram>> own_;  // shared with the registry, if any
   Histogram* batch_wait_;
   Histogram* network_;
   Histogram* queue_;
