@@ -4,8 +4,9 @@
 # spare, to replace a failed one), runs two clients (cairn_cluster_client) producing to and
 # consuming from two topics (one on exclusive subscriptions, one on failover) for SECONDS, while
 # a seeded nemesis kills store nodes, proxies and ZooKeeper (SIGKILL, restarted on their data
-# after a moment), stops them (SIGSTOP, SIGCONT a few seconds later) and flips a byte in a
-# sealed segment of one store node (always the same one: a minority of each ledger's copies);
+# after a moment), stops them (SIGSTOP, SIGCONT a few seconds later), and damages the files of
+# one store node (always the same one: a minority of each ledger's copies): a byte flipped in a
+# sealed segment, or the tail of a ledger's last segment cut off while the node is down;
 # with --netns (root) each process has a network namespace of its own and the nemesis also cuts
 # links: one process isolated, two store nodes at once (a minority), one-way (a blackhole route
 # from one process to another), and a proxy from ZooKeeper. Then it heals everything, reads
@@ -137,6 +138,32 @@ flip_byte() {
   log "flipped the byte at $offset of ${file#"$data"/}"
 }
 
+# The tail of the last segment of one of `store`'s ledgers cut off, as a crash loses writes that
+# were never synced: the node is killed, the file truncated up to 4 KiB before its last non-zero
+# byte (segments are preallocated with zeros), and the node restarted; logged.
+truncate_tail() {
+  local store=$1 last=() dir segs pid
+  for dir in "$data/$store"/ledgers/*/; do
+    mapfile -t segs < <(ls "$dir"*.seg 2>/dev/null | sort)
+    [ ${#segs[@]} -ge 1 ] && last+=("${segs[-1]}")
+  done
+  [ ${#last[@]} -gt 0 ] || { log "no segment on $store yet"; return 0; }
+  local file=${last[RANDOM % ${#last[@]}]} cut=$((1 + RANDOM % 4096))
+  pid=$(pid_of "$store")
+  kill -KILL "$pid" 2>/dev/null || true
+  while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+  local at
+  at=$(python3 -c 'import os, sys
+data = open(sys.argv[1], "rb").read()
+end = len(data.rstrip(b"\0"))
+at = max(0, end - int(sys.argv[2]))
+os.truncate(sys.argv[1], at)
+print(at)' "$file" "$cut")
+  log "kill -KILL $store ($pid), truncated ${file#"$data"/} at $at ($cut bytes before its last non-zero byte)"
+  restart "$store"
+  log "restarted $store ($(pid_of "$store"))"
+}
+
 RANDOM=$seed
 victims=(store-0 store-1 store-2 store-3 proxy-0 proxy-1 zookeeper)
 damaged_store=store-$((seed % 4))  # the one node whose files are damaged
@@ -165,7 +192,7 @@ nemesis() {
         sleep "$pause"
         kill -CONT "$pid" 2>/dev/null || true
         log "kill -CONT $victim ($pid)" ;;
-      2) flip_byte "$damaged_store" ;;
+      2) if [ $((RANDOM % 2)) -eq 0 ]; then flip_byte "$damaged_store"; else truncate_tail "$damaged_store"; fi ;;
       3)
         log "link of $victim down for ${pause} s"
         cut_link "$victim"; sleep "$pause"; mend_link "$victim"

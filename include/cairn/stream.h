@@ -241,6 +241,13 @@ class Stream {
   // Flushes, persists cursors and seals the ledger being written. Cursors and readers must be
   // destroyed first.
   virtual absl::Status Close() = 0;
+
+  // Gives the stream's name up at once, before Close(): Streams::Open of the name succeeds from
+  // now on, in this process too, and recovers the stream as after a crash (fencing what this
+  // handle still writes). For an owner that lost the stream to another, whose Close() may wait
+  // long on peers it cannot reach. Nothing else changes: Close() still flushes what it can, and
+  // its metadata writes are refused (kAborted) where the next owner wrote first.
+  virtual void Relinquish() = 0;
 };
 
 // The streams kept in one metadata store over one ledger set. Thread-safe; both are borrowed

@@ -208,7 +208,9 @@ class Broker {
   absl::Status Ack(Subscription& sub, uint32_t partition, std::span<const uint64_t> offsets);
   absl::Status AckCumulative(Subscription& sub, uint32_t partition, uint64_t end);
   void RedeliverUnacknowledged(Subscription& sub, ConsumerState* consumer);
-  absl::Status Persist(Subscription& sub);
+  // Persists the subscription's cursors. One that another proxy took over since (kAborted: this
+  // proxy lost the topic, or a consumer elsewhere opened it) abandons the subscription.
+  absl::Status Persist(Topic& topic, const std::shared_ptr<Subscription>& sub);
   // Persists every open subscription's cursors (the periodic tick).
   void PersistAll();
 
@@ -229,6 +231,11 @@ class Broker {
   absl::Status CloseTopic(Topic& topic);
   // Persists the cursors of `topic`'s subscriptions and tears them down (CloseAll).
   void TearDownSubscriptions(Topic& topic);
+  // Tears `sub` down without persisting (its cursors are stale): its consumers are answered
+  // `why` and subscribe again, to a new subscription that loads the cursors afresh.
+  // Persists `sub`'s cursors, and nothing else whatever the outcome.
+  absl::Status PersistCursors(Subscription& sub);
+  void Abandon(Topic& topic, const std::shared_ptr<Subscription>& sub, const absl::Status& why);
   Partition* CompactorOf(Topic& topic, uint32_t partition, absl::Status* status);
 
   // Registers what a read returned as delivered to `consumer`.

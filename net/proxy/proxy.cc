@@ -788,7 +788,9 @@ class ConsumerImpl final : public rpc::Consumer::Server {
   kj::Promise<void> persist(PersistContext) override {
     CheckNotLeft();
     return RunBlocking(service_.blocking,
-                       [&service = service_, sub = sub_]() { return service.broker.Persist(*sub); })
+                       [&service = service_, topic = topic_, sub = sub_]() {
+                         return service.broker.Persist(*topic, sub);
+                       })
         .then(ThrowIfError);
   }
 

@@ -76,6 +76,8 @@ struct Subscription {
   std::vector<PartitionAcks> acks ABSL_GUARDED_BY(mu);                        // one per partition
   uint32_t next_partition ABSL_GUARDED_BY(mu) = 0;
   bool torn_down ABSL_GUARDED_BY(mu) = false;
+  // Why it was torn down when its consumers are to go elsewhere (Broker::Abandon); OK otherwise.
+  absl::Status ended ABSL_GUARDED_BY(mu);
 
   uint32_t partitions() const { return static_cast<uint32_t>(readers.size()); }
 };

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "net/moved.h"
 #include "net/proxy/broker.h"
 #include "src/util/strings.h"
 
@@ -20,6 +21,12 @@ using cairn::internal::UniqueLock;
 // With several partitions and nothing to read, a receive waits on one partition at a time for
 // this long, so that messages arriving on the others are not held up.
 constexpr std::chrono::milliseconds kPartitionWaitSlice(20);
+
+// The answer to a consumer that left its subscription, or whose subscription was torn down.
+absl::Status Ended(const Subscription& sub) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sub.mu) {
+  if (!sub.ended.ok()) return sub.ended;
+  return absl::FailedPreconditionError("the consumer has left the subscription");
+}
 
 }  // namespace
 
@@ -239,9 +246,7 @@ absl::StatusOr<Delivered> Broker::Receive(Topic& topic, Subscription& sub, Consu
                            [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sub.mu) { return !blocked(); })) {
         return out;
       }
-      if (consumer->closed || sub.torn_down) {
-        return absl::FailedPreconditionError("the consumer has left the subscription");
-      }
+      if (consumer->closed || sub.torn_down) return Ended(sub);
       start = sub.next_partition++ % n;
       for (uint32_t k = 0; k < n && !again; ++k) {
         auto& redeliver = sub.acks[(start + k) % n].redeliver;
@@ -279,7 +284,10 @@ absl::StatusOr<Delivered> Broker::Receive(Topic& topic, Subscription& sub, Consu
                              std::chrono::microseconds slice) -> absl::StatusOr<Outcome> {
       PartitionReader& part = *sub.readers[index];
       MutexLock read(part.read_mu);
-      if (part.reader == nullptr) return absl::FailedPreconditionError("the subscription closed");
+      if (part.reader == nullptr) {
+        MutexLock lock(sub.mu);
+        return Ended(sub);
+      }
       absl::StatusOr<StreamReadResult> result =
           part.reader->Read(part.dispatch_offset, limits, slice);
       if (!result.ok()) {
@@ -293,9 +301,7 @@ absl::StatusOr<Delivered> Broker::Receive(Topic& topic, Subscription& sub, Consu
       }
       part.dispatch_offset = result->next_offset();
       MutexLock lock(sub.mu);
-      if (consumer->closed || sub.torn_down) {
-        return absl::FailedPreconditionError("the consumer has left the subscription");
-      }
+      if (consumer->closed || sub.torn_down) return Ended(sub);
       Deliver(sub, index, consumer, *std::move(result), /*redelivered=*/false, out, topic);
       // Nothing delivered: everything read was acknowledged already; read on.
       return out.items.empty() ? Outcome::kAgain : Outcome::kDelivered;
@@ -329,7 +335,7 @@ void Broker::ReleaseIfAcked(Subscription& sub, PartitionAcks& part,
 
 absl::Status Broker::Ack(Subscription& sub, uint32_t partition, std::span<const uint64_t> offsets) {
   MutexLock lock(sub.mu);
-  if (sub.torn_down) return absl::FailedPreconditionError("the subscription closed");
+  if (sub.torn_down) return Ended(sub);
   if (partition >= sub.acks.size()) {
     return absl::InvalidArgumentError(absl::StrCat("there is no partition ", partition));
   }
@@ -347,7 +353,7 @@ absl::Status Broker::Ack(Subscription& sub, uint32_t partition, std::span<const 
 
 absl::Status Broker::AckCumulative(Subscription& sub, uint32_t partition, uint64_t end) {
   MutexLock lock(sub.mu);
-  if (sub.torn_down) return absl::FailedPreconditionError("the subscription closed");
+  if (sub.torn_down) return Ended(sub);
   if (sub.kind == SubscriptionKind::kShared) {
     return absl::FailedPreconditionError(
         absl::StrCat("subscription ", sub.name, " is shared: acknowledge messages one by one"));
@@ -371,13 +377,46 @@ void Broker::RedeliverUnacknowledged(Subscription& sub, ConsumerState* consumer)
   sub.changed.notify_all();
 }
 
-absl::Status Broker::Persist(Subscription& sub) {
+absl::Status Broker::PersistCursors(Subscription& sub) {
   MutexLock lock(sub.mu);
-  if (sub.torn_down) return absl::OkStatus();  // persisted as it closed
+  if (sub.torn_down) return sub.ended;  // persisted as it closed, or abandoned
   for (PartitionAcks& part : sub.acks) {
     if (absl::Status persisted = part.cursor->Persist(); !persisted.ok()) return persisted;
   }
   return absl::OkStatus();
+}
+
+absl::Status Broker::Persist(Topic& topic, const std::shared_ptr<Subscription>& sub) {
+  const absl::Status persisted = PersistCursors(*sub);
+  if (!absl::IsAborted(persisted)) return persisted;
+  options_.log(LogLevel::kWarning,
+               absl::StrCat("subscription ", sub->name, " of topic ", topic.name,
+                            " is abandoned, its consumers sent to subscribe again: ",
+                            persisted.ToString()));
+  Abandon(topic, sub, MovedError(topic.name, ""));
+  MutexLock lock(sub->mu);
+  return sub->ended;
+}
+
+void Broker::Abandon(Topic& topic, const std::shared_ptr<Subscription>& sub,
+                     const absl::Status& why) {
+  MutexLock subs(topic.subscriptions_mu);
+  {
+    MutexLock lock(sub->mu);
+    if (sub->torn_down) return;
+    sub->torn_down = true;  // first, as in Leave
+    sub->ended = why;
+    sub->changed.notify_all();
+  }
+  for (uint32_t i = 0; i < sub->partitions(); ++i) {
+    PartitionReader& reader = *sub->readers[i];
+    MutexLock read(reader.read_mu);
+    MutexLock lock(sub->mu);
+    sub->acks[i].cursor.reset();
+    reader.reader.reset();
+  }
+  auto it = topic.subscriptions.find(sub->name);
+  if (it != topic.subscriptions.end() && it->second == sub) topic.subscriptions.erase(it);
 }
 
 void Broker::PersistAll() {
@@ -388,8 +427,8 @@ void Broker::PersistAll() {
       for (const auto& [name, sub] : topic->subscriptions) subs.push_back(sub);
     }
     for (const auto& sub : subs) {
-      absl::Status persisted = Persist(*sub);
-      if (!persisted.ok()) {
+      absl::Status persisted = Persist(*topic, sub);
+      if (!persisted.ok() && !MovedTo(persisted).has_value()) {
         options_.log(LogLevel::kWarning,
                      absl::StrCat("subscription ", sub->name, " of topic ", topic->name,
                                   ": persisting its acknowledgements: ", persisted.ToString()));

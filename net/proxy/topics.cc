@@ -172,13 +172,20 @@ void Broker::Disown(const std::function<bool(std::string_view topic)>& of) {
       it = topics_.erase(it);
     }
   }
+  // Their names first, at once: the bundle may come back here before the closing below is done
+  // (it waits on peers this proxy may not reach), and its topics must open again then.
+  for (const std::shared_ptr<Topic>& topic : gone) {
+    for (auto& partition : topic->partitions) {
+      if (partition->stream != nullptr) partition->stream->Relinquish();
+    }
+  }
   for (const std::shared_ptr<Topic>& topic : gone) {
     {
       MutexLock subs(topic->subscriptions_mu);
       for (auto& [name, sub] : topic->subscriptions) {
         // What was acknowledged here goes to the next owner; a proxy that lost the bundle
         // behind its back is refused (the cursors' versions moved on).
-        if (absl::Status persisted = Persist(*sub); !persisted.ok()) {
+        if (absl::Status persisted = PersistCursors(*sub); !persisted.ok()) {
           options_.log(LogLevel::kWarning,
                        absl::StrCat("topic ", topic->name, " moved: persisting subscription ",
                                     name, ": ", persisted.ToString()));

@@ -36,6 +36,8 @@ namespace {
 
 constexpr std::string_view kStreamKeyPrefix = "streams/";
 constexpr std::string_view kCursorKeyPrefix = "cursors/";
+// Writes a cursor's opening tries while someone else keeps writing it (OpenCursor).
+constexpr int kCursorTakeoverAttempts = 5;
 // The payload that carries a trimmed read's first available offset.
 constexpr std::string_view kTrimmedPayload = "type.cairn/trimmed-first-offset";
 
@@ -90,6 +92,7 @@ struct CursorState {
   uint64_t persisted_acked_below = 0;  // What a restart would come back to.
   bool dirty = false;
   bool open = false;                 // A Cursor handle exists.
+  bool taken_over = false;           // A persist found another owner's write: load it again.
   std::chrono::nanoseconds last_persist{0};  // CoarseNow()
 };
 
@@ -400,8 +403,18 @@ class StreamImpl final : public Stream {
   absl::Status PersistCursor(CursorState& cursor) {  // cursor.mu held
     if (!cursor.dirty) return absl::OkStatus();
     const AckSet snapshot = cursor.acks;
-    CAIRN_ASSIGN_OR_RETURN(
-        cursor.version, metadata_->Put(CursorKey(name_, cursor.name), snapshot.Encode(), cursor.version));
+    absl::StatusOr<uint64_t> version =
+        metadata_->Put(CursorKey(name_, cursor.name), snapshot.Encode(), cursor.version);
+    if (absl::IsAborted(version.status())) {
+      cursor.taken_over = true;
+      // Another owner opened the cursor since this one did (OpenCursor's takeover), or it was
+      // deleted: this handle's acknowledgements may not be written over theirs.
+      return absl::AbortedError(absl::StrFormat(
+          "cursor %s of stream %s was taken over or deleted elsewhere since it was opened here: "
+          "open it again (%s)",
+          cursor.name, name_, version.status().message()));
+    }
+    CAIRN_ASSIGN_OR_RETURN(cursor.version, std::move(version));
     cursor.persisted_acked_below = snapshot.acked_below();
     cursor.dirty = false;
     cursor.last_persist = CoarseNow();
@@ -491,8 +504,12 @@ class StreamImpl final : public Stream {
       tail_closed_ = true;
     }
     tail_changed_.notify_all();
-    owner_->Release(name_);
+    Relinquish();
     return status;
+  }
+
+  void Relinquish() override {
+    if (!relinquished_.exchange(true)) owner_->Release(name_);
   }
 
   // Recovers the stream after a previous owner: seals the ledger it was writing where its
@@ -766,6 +783,7 @@ class StreamImpl final : public Stream {
   // (its Flush() was called by a roll-over's drain, or the append never reached it).
   absl::Status append_error_;
   bool closed_ = false;
+  std::atomic<bool> relinquished_{false};  // The name was given back to owner_.
   std::unique_ptr<LedgerWriter> writer_;
   uint64_t writer_first_offset_ = 0;
   // Submitted to the ledger being written, failed ones included (see writer_losses_).
@@ -1141,13 +1159,17 @@ absl::StatusOr<std::unique_ptr<Cursor>> StreamImpl::OpenCursor(std::string_view 
   if (closed_) return absl::FailedPreconditionError(absl::StrCat("stream ", name_, " is closed"));
   auto it = cursors_.find(name);
   if (it != cursors_.end()) {
-    std::lock_guard cursor_lock(it->second->mu);
+    std::unique_lock cursor_lock(it->second->mu);
     if (it->second->open) {
       return absl::FailedPreconditionError(
           absl::StrFormat("cursor %s of stream %s is already open", Sv(name), name_));
     }
-    it->second->open = true;
-    return std::make_unique<CursorImpl>(this, it->second);
+    if (!it->second->taken_over) {
+      it->second->open = true;
+      return std::make_unique<CursorImpl>(this, it->second);
+    }
+    cursor_lock.unlock();
+    cursors_.erase(it);  // Stale: what is stored now is loaded (and taken over) below.
   }
   auto state = std::make_shared<CursorState>();
   state->name = std::string(name);
@@ -1155,6 +1177,23 @@ absl::StatusOr<std::unique_ptr<Cursor>> StreamImpl::OpenCursor(std::string_view 
   state->last_persist = CoarseNow();
   absl::StatusOr<VersionedValue> stored = metadata_->Get(key);
   if (stored.ok()) {
+    // Taking the cursor over: written back once, so that whoever held it before (a previous
+    // owner of the stream that still runs) can persist it no more: its compare-and-swap fails
+    // on the version it has. A write of theirs between the read and this one is read again.
+    for (int attempt = 1;; ++attempt) {
+      absl::StatusOr<uint64_t> fenced = metadata_->Put(key, stored->value, stored->version);
+      if (fenced.ok()) {
+        stored->version = *fenced;
+        break;
+      }
+      if (!absl::IsAborted(fenced.status()) || attempt == kCursorTakeoverAttempts) {
+        return absl::Status(fenced.status().code(),
+                            absl::StrFormat("taking over cursor %s of stream %s: %s", Sv(name),
+                                            name_, fenced.status().message()));
+      }
+      stored = metadata_->Get(key);
+      if (!stored.ok()) return stored.status();
+    }
     CAIRN_ASSIGN_OR_RETURN(state->acks, AckSet::Decode(stored->value));
     state->version = stored->version;
   } else if (absl::IsNotFound(stored.status())) {

@@ -4,6 +4,7 @@
 // served in this process (a store and a metadata store of its own, as in `cairnd standalone`):
 // topics, sends, the three subscription types, acknowledgements, redelivery, limits, and a
 // restart on the same directories.
+#include "net/moved.h"
 #include "net/proxy/proxy.h"
 
 #include <arpa/inet.h>
@@ -1014,6 +1015,58 @@ TEST_CASE("proxy: cairnd proxy over cairnd store keeps no state, a new proxy car
       CHECK(proxy->Terminate() == 0);
     }
   }
+}
+
+TEST_CASE("proxy: a subscription whose cursor another proxy took over sends its consumers away",
+          "[proxy][daemon]") {
+  // Two proxies over one store node and no ownership: what a proxy still serving a topic that
+  // moved (a zombie) meets when a consumer of the same subscription subscribes at the new one.
+  TempDir dir;
+  testing::Daemon store(dir.path() + "/store", dir.path() + "/store.log");
+  const std::vector<std::string> proxy_args = {"proxy",      "--store",     store.address(),
+                                               "--listen",   "127.0.0.1:0", "--metrics-listen",
+                                               "127.0.0.1:0"};
+  testing::Daemon old_proxy(proxy_args, dir.path() + "/old.log");
+  testing::Daemon new_proxy(proxy_args, dir.path() + "/new.log");
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  RawClient at_old(io, old_proxy.address());
+  RawClient at_new(io, new_proxy.address());
+  REQUIRE(at_old.CreateTopic("t", 1).ok());
+  rpc::Producer::Client producer = OpenProducer(at_old, "t");
+  REQUIRE(Send(at_old, producer, {"a", "b", "c", "d"}) == 0);
+
+  rpc::Consumer::Client first = Subscribe(at_old, "t", "s", rpc::SubscriptionType::EXCLUSIVE);
+  std::vector<Received> got = Receive(at_old, first);
+  REQUIRE(got.size() == 4);
+  Ack(at_old, first, 0, {0, 1});
+  REQUIRE(at_old.Status(first.persistRequest().send()).ok());
+
+  // The new proxy opens the cursor: it starts where the old one persisted, and takes it over.
+  rpc::Consumer::Client second = Subscribe(at_new, "t", "s", rpc::SubscriptionType::EXCLUSIVE);
+  got = Receive(at_new, second);
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].offset == 2);
+
+  // The old proxy's next persist is refused by the cursor's version: the subscription there is
+  // abandoned and its consumer told to look the topic up again (a "moved" answer, owner unknown).
+  Ack(at_old, first, 0, {2});
+  const absl::Status refused = at_old.Status(first.persistRequest().send());
+  INFO(refused.ToString());
+  REQUIRE(absl::IsUnavailable(refused));
+  CHECK(net::MovedTo(refused) == std::string());
+  auto receive = first.receiveRequest();
+  receive.setMaxBytes(1 << 20);
+  receive.setWaitUs(1000);
+  CHECK(absl::IsUnavailable(at_old.Status(receive.send())));
+
+  // The new proxy's acknowledgements stick.
+  Ack(at_new, second, 0, {2, 3});
+  REQUIRE(at_new.Status(second.persistRequest().send()).ok());
+  REQUIRE(at_new.Status(second.closeRequest().send()).ok());
+
+  // Subscribing at the old proxy again loads the cursor afresh: nothing is delivered again.
+  rpc::Consumer::Client third = Subscribe(at_old, "t", "s", rpc::SubscriptionType::EXCLUSIVE);
+  CHECK(Receive(at_old, third, 100'000).empty());
 }
 
 TEST_CASE("proxy: cairnd proxy outlives a restart of its store node", "[proxy][daemon]") {

@@ -281,6 +281,39 @@ TEST_CASE("A stream recovers after its owner stopped without closing it", "[stre
   CheckRange(*stream, 0, 15);
 }
 
+TEST_CASE("A relinquished stream opens again at once, and its old handle's close takes nothing "
+          "from the new one", "[stream]") {
+  auto base = NewMemoryFileSystem();
+  auto fs = NewFaultInjectionFileSystem(base.get());
+  World world(fs.get());
+  auto old_handle = Unwrap(world.streams().Create("s"));
+  AppendValues(*old_handle, 0, 10);
+  REQUIRE(CodeOf(world.streams().Open("s")) == absl::StatusCode::kFailedPrecondition);
+  old_handle->Relinquish();
+  old_handle->Relinquish();  // once is enough; again changes nothing
+
+  // Opened again while the old handle lives: recovered as after a crash.
+  auto stream = Unwrap(world.streams().Open("s"));
+  REQUIRE(stream->stats().end_offset == 10);
+  CheckRange(*stream, 0, 10);
+  // The old handle is fenced: nothing it appends now is acknowledged.
+  BatchBuilder late;
+  AddValues(late, 10, 1);
+  absl::Status appended = old_handle->Append(late).status();
+  if (appended.ok()) appended = old_handle->Flush();
+  CHECK(!appended.ok());
+  // Closing it, however it ends, leaves the name with the new handle.
+  old_handle->Close().IgnoreError();
+  old_handle.reset();
+  REQUIRE(CodeOf(world.streams().Open("s")) == absl::StatusCode::kFailedPrecondition);
+  REQUIRE(AppendValues(*stream, 10, 5).first_offset == 10);
+  CheckRange(*stream, 0, 15);
+  REQUIRE(stream->Close().ok());
+  stream.reset();
+  stream = Unwrap(world.streams().Open("s"));
+  CheckRange(*stream, 0, 15);
+}
+
 TEST_CASE("A stream left open by a crash opens on a full disk for reading, and appends once "
           "space returns", "[stream][disk]") {
   for (const Durability durability : {Durability::kSync, Durability::kAsync})
@@ -910,6 +943,43 @@ TEST_CASE("Cursors persist on their own after the interval", "[stream][cursor]")
   cursor = Unwrap(stream->OpenCursor("c", StartPosition::Latest()));
   REQUIRE(cursor->acknowledged_below() == 1);
   REQUIRE(cursor->individual_acks() == 4);
+}
+
+TEST_CASE("A cursor opened by a stream's next owner refuses the writes of the owner before",
+          "[stream][cursor]") {
+  auto base = NewMemoryFileSystem();
+  auto fs = NewFaultInjectionFileSystem(base.get());
+  World world(fs.get());
+  auto stream = Unwrap(world.streams().Create("s"));
+  AppendValues(*stream, 0, 10);
+  auto old_cursor = Unwrap(stream->OpenCursor("c", StartPosition::Earliest()));
+  REQUIRE(Unwrap(old_cursor->Ack(0)));
+  REQUIRE(old_cursor->Persist().ok());
+
+  // The next owner takes the stream over while the previous one still runs (a zombie).
+  Streams next(&world.store(), world.metadata(), [](LogLevel, std::string_view) {});
+  auto next_stream = Unwrap(next.Open("s"));
+  auto cursor = Unwrap(next_stream->OpenCursor("c", StartPosition::Latest()));
+  REQUIRE(cursor->acknowledged_below() == 1);
+
+  // The previous owner's acknowledgements no longer reach the record; the new owner's do.
+  REQUIRE(Unwrap(old_cursor->Ack(1)));
+  REQUIRE(CodeOf(old_cursor->Persist()) == absl::StatusCode::kAborted);
+  REQUIRE(Unwrap(cursor->Ack(1)));
+  REQUIRE(Unwrap(cursor->Ack(2)));
+  REQUIRE(cursor->Persist().ok());
+  REQUIRE(Unwrap(cursor->Ack(3)));
+  REQUIRE(cursor->Persist().ok());
+
+  // Opened again where it was refused, the cursor starts from what is stored, and takes it over
+  // in turn.
+  old_cursor.reset();
+  auto again = Unwrap(stream->OpenCursor("c", StartPosition::Earliest()));
+  REQUIRE(again->acknowledged_below() == 4);
+  REQUIRE(Unwrap(again->Ack(4)));
+  REQUIRE(again->Persist().ok());
+  REQUIRE(Unwrap(cursor->Ack(4)));
+  REQUIRE(CodeOf(cursor->Persist()) == absl::StatusCode::kAborted);
 }
 
 TEST_CASE("Retention by size, by age and by acknowledgement", "[stream][retention]") {
