@@ -140,7 +140,7 @@ flip_byte() {
 
 # The tail of the last segment of one of `store`'s ledgers cut off, as a crash loses writes that
 # were never synced: the node is killed, the file truncated up to 4 KiB before its last non-zero
-# byte (segments are preallocated with zeros), and the node restarted; logged.
+# byte (segments are preallocated with zeros; the header stays), and the node restarted; logged.
 truncate_tail() {
   local store=$1 last=() dir segs pid
   for dir in "$data/$store"/ledgers/*/; do
@@ -156,7 +156,7 @@ truncate_tail() {
   at=$(python3 -c 'import os, sys
 data = open(sys.argv[1], "rb").read()
 end = len(data.rstrip(b"\0"))
-at = max(0, end - int(sys.argv[2]))
+at = max(64, end - int(sys.argv[2]))  # the segment header (docs/storage.md) is synced first
 os.truncate(sys.argv[1], at)
 print(at)' "$file" "$cut")
   log "kill -KILL $store ($pid), truncated ${file#"$data"/} at $at ($cut bytes before its last non-zero byte)"

@@ -198,26 +198,44 @@ class ProducerCore final : public SessionUser {
   void Reconnected() override { Reopen(); }
 
   // Opens the producer again on the current connection, then sends everything not answered, in
-  // the order it first went. If the proxy refuses (its store node is down, say), what waits
-  // fails with its error, and the next batch sealed tries again (SendSealed).
+  // the order it first went. A proxy that answers kUnavailable (it cannot read the topic's
+  // de-duplication stamps yet, its store nodes are out of reach) is asked again until the
+  // reconnect timeout; any other refusal, or that one past the timeout, fails what waits with
+  // its error, and the next batch sealed tries again (SendSealed).
   void Reopen() {
+    Reopen(thread_.timer().now() +
+           client_.options().reconnect_timeout.count() * kj::MILLISECONDS);
+  }
+  void Reopen(kj::TimePoint deadline) {
     const uint64_t generation = client_.generation();
     if (loop_.reopening == generation) return;  // under way on this connection
     loop_.reopening = generation;
     auto request = client_.proxy().openProducerRequest();
     request.setTopic(kj::StringPtr(topic_.c_str(), topic_.size()));
     loop_.tasks->add(request.send().then(
-        [this, generation](capnp::Response<rpc::Proxy::OpenProducerResults> response) {
+        [this, generation](
+            capnp::Response<rpc::Proxy::OpenProducerResults> response) -> kj::Promise<void> {
           if (loop_.reopening == generation) loop_.reopening = 0;
           loop_.cap.emplace(response.getProducer());
           for (auto& [seq, in_flight] : loop_.in_flight) {
             if (!in_flight.first_offset.has_value()) SendOne(seq, in_flight.batch);
           }
+          return kj::READY_NOW;
         },
-        [this, generation](kj::Exception&& e) {
+        [this, generation, deadline](kj::Exception&& e) -> kj::Promise<void> {
           if (loop_.reopening == generation) loop_.reopening = 0;
-          if (client_.CheckLost(generation, e)) return;
-          FailAll(ExceptionToStatus(e));
+          if (client_.CheckLost(generation, e)) return kj::READY_NOW;
+          const absl::Status status = ExceptionToStatus(e);
+          if (absl::IsUnavailable(status) && thread_.timer().now() < deadline) {
+            return thread_.timer().afterDelay(kFirstReconnectDelay).then([this, generation,
+                                                                          deadline] {
+              if (client_.connected() && client_.generation() == generation && !loop_.cap) {
+                Reopen(deadline);
+              }
+            });
+          }
+          FailAll(status);
+          return kj::READY_NOW;
         }));
   }
 

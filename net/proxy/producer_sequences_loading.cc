@@ -50,10 +50,9 @@ absl::Status ScanProducerStamps(Stream& stream, uint64_t window_bytes,
   return absl::OkStatus();
 }
 
-std::vector<ProducerSequences> LoadProducerSequences(std::string_view topic,
-                                                     std::span<Stream* const> partitions,
-                                                     uint64_t window_bytes,
-                                                     const LogFunction& log) {
+absl::StatusOr<std::vector<ProducerSequences>> LoadProducerSequences(
+    std::string_view topic, std::span<Stream* const> partitions, uint64_t window_bytes,
+    const LogFunction& log) {
   const size_t count = partitions.size();
   std::vector<ProducerSequences> tables(count);
   if (count == 0) return tables;
@@ -73,6 +72,14 @@ std::vector<ProducerSequences> LoadProducerSequences(std::string_view topic,
   for (size_t t = 1; t < std::min(count, kStampScanThreads); ++t) threads.emplace_back(scan);
   scan();
   for (std::thread& thread : threads) thread.join();
+  for (size_t i = 0; i < count; ++i) {
+    if (absl::IsUnavailable(scanned[i]) || absl::IsDeadlineExceeded(scanned[i])) {
+      return absl::UnavailableError(absl::StrCat(
+          "topic ", cairn::internal::Sv(topic), " partition ", i,
+          ": the producers' stamps at its tail cannot be read now (", scanned[i].message(),
+          "); producers are refused until they can, so that no retried send is stored twice"));
+    }
+  }
   for (size_t i = 0; i < count; ++i) {
     if (!scanned[i].ok()) {
       log(LogLevel::kWarning,

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "cairn/log.h"
 #include "cairn/stream.h"
 #include "net/proxy/producer_sequences.h"
@@ -40,10 +41,13 @@ absl::Status ScanProducerStamps(Stream& stream, uint64_t window_bytes,
 // One table per stream of `partitions` (a topic's, in partition order), filled from about
 // `window_bytes` at their tails, shared by the partitions but at least
 // kStampScanMinPartitionBytes of each; up to kStampScanThreads partitions are read side by side.
-// A partition whose tail cannot be read is logged, naming `topic`, and keeps what was read: its
-// producers' retries of older sends may then be stored twice.
-std::vector<ProducerSequences> LoadProducerSequences(std::string_view topic,
-                                                     std::span<Stream* const> partitions,
-                                                     uint64_t window_bytes, const LogFunction& log);
+// A partition whose tail cannot be read for now (kUnavailable, kDeadlineExceeded: its store
+// nodes are out of reach) fails the whole load with kUnavailable, naming `topic`: producers are
+// refused until it can be read, rather than have a retried send stored twice. One whose tail is
+// damaged for good (no copy of a batch left) is logged and keeps what was read: its producers'
+// retries of older sends may then be stored twice.
+absl::StatusOr<std::vector<ProducerSequences>> LoadProducerSequences(
+    std::string_view topic, std::span<Stream* const> partitions, uint64_t window_bytes,
+    const LogFunction& log);
 
 }  // namespace cairn::net::internal

@@ -297,13 +297,15 @@ struct Service final : public kj::TaskSet::ErrorHandler,
       kj::Promise<void> loaded =
           RunBlocking(blocking, [&broker = broker, topic, streams = std::move(streams),
                                  window = options.dedup_window_bytes, log = options.log]() {
-            std::vector<ProducerSequences> tables =
+            absl::StatusOr<std::vector<ProducerSequences>> tables =
                 internal::LoadProducerSequences(topic->name, streams, window, log);
             broker.Release(*topic);
             return tables;
-          }).then([this, topic](std::vector<ProducerSequences> tables) {
+          }).then([this, topic](absl::StatusOr<std::vector<ProducerSequences>> tables) {
+            // Refused: the next producer's opening reads again.
+            if (!tables.ok()) ThrowStatus(tables.status());
             auto sends = std::make_shared<TopicSends>();
-            for (ProducerSequences& table : tables) {
+            for (ProducerSequences& table : *tables) {
               sends->partitions.push_back(std::make_unique<PartitionSends>(std::move(table)));
             }
             loop.topic_sends[topic.get()] = {.topic = topic, .sends = std::move(sends)};

@@ -17,6 +17,7 @@
 #include "cairn/stream.h"
 #include "net/producer_stamp.h"
 #include "net/proxy/producer_sequences_loading.h"
+#include "test/stream/crash_points.h"
 
 namespace cairn::net::internal {
 namespace {
@@ -207,6 +208,17 @@ void AppendStamped(Stream& stream, std::optional<ProducerStamp> stamp, size_t va
   REQUIRE(stream.Append(batch).ok());
 }
 
+// Ledgers whose readers cannot be opened while `failing`, as over store nodes out of reach.
+class UnreachableReads final : public testing::ForwardingLedgers {
+ public:
+  using ForwardingLedgers::ForwardingLedgers;
+  absl::StatusOr<std::unique_ptr<LedgerReader>> OpenReader(uint64_t id) override {
+    if (failing) return absl::UnavailableError("no store node of the ledger answers");
+    return base_->OpenReader(id);
+  }
+  bool failing = false;
+};
+
 TEST_CASE("producer sequences: loaded from the tails of a topic's partitions, within the window",
           "[proxy][dedup]") {
   const LogFunction quiet = [](LogLevel, std::string_view) {};
@@ -238,8 +250,10 @@ TEST_CASE("producer sequences: loaded from the tails of a topic's partitions, wi
     AppendStamped(*partitions[1], std::nullopt, 10);
 
     std::vector<Stream*> all = {partitions[0].get(), partitions[1].get(), partitions[2].get()};
-    std::vector<ProducerSequences> tables =
+    absl::StatusOr<std::vector<ProducerSequences>> loaded =
         LoadProducerSequences("t", all, uint64_t{64} << 20, quiet);
+    REQUIRE(loaded.ok());
+    std::vector<ProducerSequences>& tables = *loaded;
     REQUIRE(tables.size() == 3);
     for (uint64_t sequence : {uint64_t{0}, uint64_t{57}, uint64_t{99}}) {
       const ProducerSequences::Admission found = tables[0].Admit(Stamp(1, sequence));
@@ -261,6 +275,31 @@ TEST_CASE("producer sequences: loaded from the tails of a topic's partitions, wi
     CHECK(narrow.Admit(Stamp(1, 92)).verdict == Verdict::kStored);
     CHECK(narrow.Admit(Stamp(1, 80)).verdict == Verdict::kNew);
 
+    for (auto& stream : partitions) REQUIRE(stream->Close().ok());
+  }
+  {
+    // The same partitions while their ledgers cannot be read for now (store nodes out of
+    // reach): the load fails, rather than hand out tables that miss the stamps.
+    UnreachableReads unreachable(store->get());
+    Streams streams(&unreachable, metadata->get(), quiet);
+    std::vector<std::unique_ptr<Stream>> partitions;
+    for (int i = 0; i < 3; ++i) {
+      absl::StatusOr<std::unique_ptr<Stream>> stream =
+          streams.Open("t-partition-" + std::to_string(i));
+      REQUIRE(stream.ok());
+      partitions.push_back(*std::move(stream));
+    }
+    std::vector<Stream*> all = {partitions[0].get(), partitions[1].get(), partitions[2].get()};
+    unreachable.failing = true;
+    absl::StatusOr<std::vector<ProducerSequences>> loaded =
+        LoadProducerSequences("t", all, uint64_t{64} << 20, quiet);
+    INFO(loaded.status().ToString());
+    CHECK(absl::IsUnavailable(loaded.status()));
+    CHECK(loaded.status().message().find("topic t partition 0") != std::string::npos);
+    unreachable.failing = false;
+    loaded = LoadProducerSequences("t", all, uint64_t{64} << 20, quiet);
+    REQUIRE(loaded.ok());
+    CHECK((*loaded)[0].Admit(Stamp(1, 99)).verdict == Verdict::kStored);
     for (auto& stream : partitions) REQUIRE(stream->Close().ok());
   }
   metadata->reset();
