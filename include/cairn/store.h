@@ -129,6 +129,15 @@ struct StoreOptions {
   FileSystem* file_system = nullptr;
   // Create the data directories' store files if they do not exist yet.
   bool create_if_missing = true;
+  // A ledger whose recovery finds damage it cannot cut off as a torn tail (kDataLoss: a flipped
+  // byte in a sealed segment, a tail shorter than its seal) makes Open fail, naming it; true:
+  // its directory is moved to `<data dir>/damaged/` instead, logged as an error and counted
+  // (RecoveryReport::damaged_ledgers_set_aside), and the store opens without it, as if that
+  // ledger had never been here: for a host that would rather serve its other ledgers than none.
+  // Not for a store node of replicated ledgers as it stands: without the ledger it would answer
+  // "absent" for entries it acknowledged, and a recovery could count that towards ending the
+  // ledger before them (docs/reliability.md, "The cluster under faults").
+  bool set_aside_damaged_ledgers = false;
   LogFunction log = StderrLog();
 };
 
@@ -169,6 +178,8 @@ struct RecoveryReport {
   uint64_t incomplete_ledgers_removed = 0;  // Creates or deletes interrupted by a crash.
   // Damaged index files of finished segments, rebuilt by scanning their segment whole.
   uint64_t indexes_rebuilt = 0;
+  // Damaged ledgers moved aside (StoreOptions::set_aside_damaged_ledgers), each logged.
+  uint64_t damaged_ledgers_set_aside = 0;
   bool clean_shutdown = false;
 };
 

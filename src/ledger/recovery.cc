@@ -176,7 +176,7 @@ absl::Status StoreImpl::RecoverLedgers(const std::vector<std::pair<std::string, 
       const size_t i = next++;
       if (i >= found.size()) return;
       errors[i] = RecoverLedger(found[i].first, found[i].second, *queues[t], reports[t]);
-      if (!errors[i].ok()) failed.store(true, std::memory_order_relaxed);
+      if (!errors[i].ok() && !SetsAside(errors[i])) failed.store(true, std::memory_order_relaxed);
     }
   };
   if (threads <= 1) {
@@ -198,7 +198,49 @@ absl::Status StoreImpl::RecoverLedgers(const std::vector<std::pair<std::string, 
   }
   // The first failure in the directory's order, as recovering one ledger after another found.
   for (const absl::Status& error : errors) {
-    if (!error.ok()) return error;
+    if (!error.ok() && !SetsAside(error)) return error;
+  }
+  for (size_t i = 0; i < found.size(); ++i) {
+    if (!errors[i].ok()) CAIRN_RETURN_IF_ERROR(SetAside(found[i].first, errors[i], *queues[0]));
+  }
+  return absl::OkStatus();
+}
+
+bool StoreImpl::SetsAside(const absl::Status& error) const {
+  return options_.set_aside_damaged_ledgers && absl::IsDataLoss(error);
+}
+
+absl::Status StoreImpl::SetAside(const std::string& ledger_dir, const absl::Status& why,
+                                 IoQueue& queue) {
+  // <data dir>/ledgers/<id> -> <data dir>/damaged/<id>.<seconds since the epoch>
+  const std::string ledgers_dir = ParentDirectory(ledger_dir);
+  const std::string damaged_dir = Join(ParentDirectory(ledgers_dir), "damaged");
+  CAIRN_ASSIGN_OR_RETURN(bool exists, fs_->Exists(damaged_dir));
+  if (!exists) {
+    CAIRN_RETURN_IF_ERROR(fs_->CreateDirectory(damaged_dir));
+    CAIRN_RETURN_IF_ERROR(SyncDir(*fs_, queue, ParentDirectory(damaged_dir)));
+  }
+  const std::string name = ledger_dir.substr(ledgers_dir.size() + 1);
+  // Its files move one by one (a rename of the directory is not in every FileSystem); a crash
+  // half-way leaves the rest to be set aside again at the next open.
+  const std::string to =
+      Join(damaged_dir, absl::StrCat(name, ".", std::chrono::duration_cast<std::chrono::seconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count()));
+  CAIRN_RETURN_IF_ERROR(fs_->CreateDirectory(to));
+  CAIRN_RETURN_IF_ERROR(SyncDir(*fs_, queue, damaged_dir));
+  CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> files, fs_->ListDirectory(ledger_dir));
+  for (const std::string& file : files) {
+    CAIRN_RETURN_IF_ERROR(fs_->RenameFile(Join(ledger_dir, file), Join(to, file)));
+  }
+  CAIRN_RETURN_IF_ERROR(SyncDir(*fs_, queue, to));
+  CAIRN_RETURN_IF_ERROR(fs_->RemoveDirectory(ledger_dir));
+  CAIRN_RETURN_IF_ERROR(SyncDir(*fs_, queue, ledgers_dir));
+  ++report_.damaged_ledgers_set_aside;
+  if (options_.log) {
+    options_.log(LogLevel::kError,
+                 absl::StrCat("recovery: ", why.message(), "; the ledger is set aside in ", to,
+                              " and the store opens without it"));
   }
   return absl::OkStatus();
 }

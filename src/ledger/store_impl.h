@@ -204,6 +204,10 @@ class StoreImpl final : public Store {
   absl::Status OpenDataDir(const std::string& dir);
   // Recovers the ledgers found in a data directory (directory, id), on several threads.
   absl::Status RecoverLedgers(const std::vector<std::pair<std::string, uint64_t>>& found);
+  // Whether a ledger's recovery failing with `error` sets it aside (set_aside_damaged_ledgers).
+  bool SetsAside(const absl::Status& error) const;
+  // Moves the damaged ledger at `ledger_dir` to the data directory's damaged/, and logs `why`.
+  absl::Status SetAside(const std::string& ledger_dir, const absl::Status& why, IoQueue& queue);
   // Logs a torn tail cut at Open (a segment's, or the journal's with no ledger id).
   void ReportTornTail(std::optional<uint64_t> ledger_id, const std::string& path,
                       uint64_t valid_end, uint64_t file_size) const;

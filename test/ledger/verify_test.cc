@@ -117,6 +117,70 @@ TEST_CASE("verify: a flipped byte is reported by ledger and entry range", "[ledg
   CHECK((*reader)->Read(d.first_entry_id).status().code() == absl::StatusCode::kDataLoss);
 }
 
+TEST_CASE("verify: a ledger shorter than its seal stops the store, or is set aside when asked",
+          "[ledger][verify]") {
+  Fixture f;
+  uint64_t a, b;
+  {
+    auto store = Store::Open(f.Options());
+    REQUIRE(store.ok());
+    a = *(*store)->CreateLedger();
+    b = *(*store)->CreateLedger();
+    Fill(**store, a, 3);
+    {
+      auto writer = (*store)->OpenWriter(a);
+      REQUIRE(writer.ok());
+      REQUIRE((*writer)->Seal().ok());
+    }
+    Fill(**store, b, 3);
+    REQUIRE((*store)->Close().ok());
+  }
+  // Ledger a's only segment loses its last batch and a half: more than a torn tail, since the
+  // seal says where it ended.
+  const std::string path = SegmentPath(*f.fs, a, 0);
+  {
+    auto file = f.fs->OpenFile(path, {});
+    REQUIRE(file.ok());
+    const uint64_t size = *(*file)->Size();
+    REQUIRE((*file)->Truncate(size - 3000).ok());
+  }
+  auto refused = Store::Open(f.Options());
+  REQUIRE(refused.status().code() == absl::StatusCode::kDataLoss);
+  CHECK(std::string(refused.status().message()).find("sealed at entry 29") != std::string::npos);
+
+  StoreOptions options = f.Options();
+  options.set_aside_damaged_ledgers = true;
+  std::vector<std::string> logged;
+  options.log = [&](LogLevel level, std::string_view line) {
+    if (level == LogLevel::kError) logged.emplace_back(line);
+  };
+  {
+    auto store = Store::Open(options);
+    INFO(store.status().ToString());
+    REQUIRE(store.ok());
+    CHECK((*store)->recovery_report().damaged_ledgers_set_aside == 1);
+    CHECK((*store)->ListLedgers() == std::vector<uint64_t>{b});
+    CHECK((*store)->GetLedgerInfo(a).status().code() == absl::StatusCode::kNotFound);
+    CHECK((*store)->GetLedgerInfo(b)->last_add_confirmed == 29);
+    REQUIRE(logged.size() == 1);
+    CHECK(logged[0].find("set aside in /store/damaged/") != std::string::npos);
+    // The ledger can be made again here (re-replication copies it back).
+    REQUIRE((*store)->CreateLedger(a).ok());
+    Fill(**store, a, 1);
+    REQUIRE((*store)->Close().ok());
+  }
+  auto damaged = f.fs->ListDirectory("/store/damaged");
+  REQUIRE(damaged.ok());
+  REQUIRE(damaged->size() == 1);
+  char name[32];
+  std::snprintf(name, sizeof(name), "%016llx.", static_cast<unsigned long long>(a));
+  CHECK((*damaged)[0].rfind(name, 0) == 0);
+  // Nothing is set aside twice, and the store opens without asking now.
+  auto store = Store::Open(f.Options());
+  REQUIRE(store.ok());
+  CHECK((*store)->GetLedgerInfo(a)->last_add_confirmed == 9);
+}
+
 TEST_CASE("verify: a damaged index of a finished segment is rebuilt at open", "[ledger][verify]") {
   Fixture f;
   uint64_t a;
