@@ -15,6 +15,7 @@ packages=(
   catch2 libbenchmark-dev
   libzookeeper-mt-dev  # the ZooKeeper metadata store's client (cairn::zookeeper)
   zookeeper            # the server its tests start (with a Java runtime)
+  iproute2             # `ip`: the cluster fault test's network namespaces and partitions
 )
 for arg in "$@"; do
   case "$arg" in

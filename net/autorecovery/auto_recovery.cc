@@ -5,7 +5,9 @@
 #include <atomic>
 #include <condition_variable>
 #include <future>
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
@@ -16,7 +18,9 @@
 #include "absl/time/clock.h"
 #include "cairn/rereplication.h"
 #include "net/autorecovery/underreplicated.h"
+#include "net/autorecovery/copy_estimate.h"
 #include "net/client/network_replication_env.h"
+#include "net/client/replica_node_connection.h"
 #include "net/client/network_thread.h"
 #include "net/cluster/node_registry.h"
 #include "src/util/mutex.h"
@@ -254,26 +258,79 @@ class AutoRecovery::Impl {
       MutexLock lock(mu_);
       stats_.underreplicated = keys->size();
     }
+    // Each node's replicas, listed once a pass for the estimates of what copies take.
+    std::map<std::string, std::optional<std::vector<ReplicaInfo>>> listed;
     for (const std::string& key : *keys) {
       if (stopping()) return;
       std::optional<uint64_t> ledger = LedgerIdOfKey(key, kUnderreplicatedPrefix);
       if (!ledger.has_value()) continue;
       const std::string lock_key = RecoveryLockKey(*ledger);
-      RecoveryLock lock{.worker = options_.id, .started_us = absl::ToUnixMicros(absl::Now()), .bytes = 0};
+      RecoveryLock lock{.worker = options_.id,
+                        .started_us = absl::ToUnixMicros(absl::Now()),
+                        .bytes = 0,
+                        .total = 0};
       absl::StatusOr<uint64_t> locked = session_->PutEphemeral(lock_key, EncodeLock(lock), kNewKey);
       if (!locked.ok()) continue;  // another worker has it
       uint64_t lock_version = *locked;
-      Rereplicate(*ledger, key, now, [&](uint64_t bytes) {
-        lock.bytes = bytes;
-        absl::StatusOr<uint64_t> updated = session_->PutEphemeral(lock_key, EncodeLock(lock), lock_version);
+      auto publish = [&] {
+        absl::StatusOr<uint64_t> updated =
+            session_->PutEphemeral(lock_key, EncodeLock(lock), lock_version);
         if (updated.ok()) lock_version = *updated;
-      });
+        MutexLock stats(mu_);
+        stats_.bytes_left = lock.total > lock.bytes ? lock.total - lock.bytes : 0;
+      };
+      Rereplicate(
+          *ledger, key, now,
+          [&](uint64_t total) {
+            lock.total = total;
+            publish();
+          },
+          [&](uint64_t bytes) {
+            lock.bytes = bytes;
+            publish();
+          },
+          listed);
       metadata_->Delete(lock_key, lock_version).IgnoreError();  // or gone with a lost session
+      MutexLock stats(mu_);
+      stats_.bytes_left = 0;
     }
   }
 
+  // About the bytes copying `record` away from `lost` takes (copy_estimate.h), from the first
+  // surviving node of the ledger that lists a copy of it; 0 if none does.
+  uint64_t Estimate(const ReplicatedLedgerRecord& record, const std::vector<std::string>& lost,
+                    std::map<std::string, std::optional<std::vector<ReplicaInfo>>>& listed) {
+    std::vector<std::string> survivors;
+    for (const Fragment& fragment : record.fragments) {
+      for (const std::string& node : fragment.nodes) {
+        if (std::find(lost.begin(), lost.end(), node) == lost.end() &&
+            std::find(survivors.begin(), survivors.end(), node) == survivors.end()) {
+          survivors.push_back(node);
+        }
+      }
+    }
+    for (const std::string& node : survivors) {
+      auto [it, first] = listed.try_emplace(node);
+      if (first) {
+        absl::StatusOr<std::vector<ReplicaInfo>> replicas = Await<std::vector<ReplicaInfo>>(
+            [this, node](std::function<void(absl::StatusOr<std::vector<ReplicaInfo>>)> done) {
+              env_->Connection(node).List(std::move(done));
+            });
+        if (replicas.ok()) it->second = *std::move(replicas);
+      }
+      if (!it->second.has_value()) continue;
+      for (const ReplicaInfo& info : *it->second) {
+        if (info.ledger_id != record.ledger_id) continue;
+        if (uint64_t bytes = EstimateCopyBytes(record, lost, info); bytes > 0) return bytes;
+      }
+    }
+    return 0;
+  }
+
   void Rereplicate(uint64_t ledger, const std::string& mark_key, Clock::time_point now,
-                   const std::function<void(uint64_t)>& progress) {
+                   const std::function<void(uint64_t)>& estimated,
+                   const std::function<void(uint64_t)>& progress,
+                   std::map<std::string, std::optional<std::vector<ReplicaInfo>>>& listed) {
     absl::StatusOr<VersionedValue> mark_value = metadata_->Get(mark_key);
     if (!mark_value.ok()) return;  // done by another meanwhile
     absl::StatusOr<UnderreplicatedMark> mark = DecodeMark(mark_value->value);
@@ -309,6 +366,16 @@ class AutoRecovery::Impl {
       Count(&AutoRecoveryStats::ledgers_recovered);
     }
     open_since_.erase(ledger);
+    if (in_last) {
+      // Recovered and closed since the record was read: its last fragment is copied too.
+      absl::StatusOr<VersionedValue> closed = metadata_->Get(ReplicatedLedgerKey(ledger));
+      if (closed.ok()) {
+        absl::StatusOr<ReplicatedLedgerRecord> decoded = DecodeReplicatedLedgerRecord(closed->value);
+        if (decoded.ok()) record = *std::move(decoded);
+      }
+    }
+    const uint64_t estimate = Estimate(*record, mark->lost, listed);
+    estimated(estimate);
     RereplicationOptions copy_options;
     copy_options.bytes_per_second = options_.bytes_per_second;
     copy_options.on_progress = [this](uint64_t bytes) { bytes_in_copy_ += bytes; };
@@ -344,7 +411,7 @@ class AutoRecovery::Impl {
                  absl::StrCat("auto re-replication: ledger ", ledger, " away from ",
                               absl::StrJoin(mark->lost, ","), ": ", result->fragments_replaced,
                               " fragments, ", result->batches_copied, " batches, ",
-                              result->bytes_copied, " bytes in ",
+                              result->bytes_copied, " bytes (", estimate, " estimated) in ",
                               std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count(),
                               " ms"));
   }

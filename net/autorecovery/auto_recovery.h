@@ -60,6 +60,7 @@ struct AutoRecoveryStats {
   uint64_t fragment_checks = 0;      // reads of the periodic check
   uint64_t errors = 0;
   uint64_t underreplicated = 0;      // marks in the cluster on the last pass (goes down too)
+  uint64_t bytes_left = 0;           // about, of the copy under way here (copy_estimate.h)
 };
 
 class AutoRecovery {

@@ -24,6 +24,9 @@ void RegisterAutoRecoveryMetrics(MetricsRegistry& registry,
   registry.AddGauge("cairn_autorecovery_underreplicated_ledgers",
                     "Ledgers marked under-replicated in the cluster, as of the last pass.",
                     [f = read(&AutoRecoveryStats::underreplicated)] { return static_cast<double>(f()); });
+  registry.AddGauge("cairn_autorecovery_bytes_left",
+                    "About how many bytes the copy under way here has left (0 when none is).",
+                    [f = read(&AutoRecoveryStats::bytes_left)] { return static_cast<double>(f()); });
   const std::pair<const char*, const char*> counters[] = {
       {"passes", "Passes of auto re-replication."},
       {"ledgers_marked", "Ledgers this process marked under-replicated (as the auditor)."},

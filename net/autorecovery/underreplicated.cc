@@ -96,7 +96,7 @@ absl::StatusOr<bool> MarkLost(MetadataStore& metadata, uint64_t ledger_id, const
 
 std::string EncodeLock(const RecoveryLock& lock) {
   return absl::StrCat("worker=", lock.worker, "\nstarted_us=", lock.started_us,
-                      "\nbytes=", lock.bytes, "\n");
+                      "\nbytes=", lock.bytes, "\ntotal=", lock.total, "\n");
 }
 
 absl::StatusOr<RecoveryLock> DecodeLock(std::string_view value) {
@@ -109,6 +109,7 @@ absl::StatusOr<RecoveryLock> DecodeLock(std::string_view value) {
     if (name == "worker") lock.worker = std::string(field);
     if (name == "started_us") ok = absl::SimpleAtoi(internal::Sv(field), &lock.started_us);
     if (name == "bytes") ok = absl::SimpleAtoi(internal::Sv(field), &lock.bytes);
+    if (name == "total") ok = absl::SimpleAtoi(internal::Sv(field), &lock.total);
     if (!ok) {
       return absl::DataLossError(absl::StrCat("re-replication lock \"",
                                               absl::CHexEscape(internal::Sv(value)),

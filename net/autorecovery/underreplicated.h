@@ -8,6 +8,7 @@
 //   autorecovery/locks/<ledger hex>             ephemeral: the worker on it      worker=<id>
 //                                                                                started_us=<t>
 //                                                                                bytes=<n>
+//                                                                                total=<n>
 //
 // A mark is persistent, so that the work survives the auditor's death; a lock dies with its
 // worker's session, so that another worker takes the ledger over. Text, as the other cluster
@@ -53,6 +54,7 @@ struct RecoveryLock {
   std::string worker;
   int64_t started_us = 0;
   uint64_t bytes = 0;  // copied so far
+  uint64_t total = 0;  // about how many the copy takes (copy_estimate.h); 0: not known
 };
 std::string EncodeLock(const RecoveryLock& lock);
 absl::StatusOr<RecoveryLock> DecodeLock(std::string_view value);

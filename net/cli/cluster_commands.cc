@@ -114,6 +114,11 @@ absl::Status Read(MetadataStore& metadata, Status& out) {
   return absl::OkStatus();
 }
 
+// About how many bytes a copy under way has left, from its lock's estimate (0: none known).
+uint64_t BytesLeft(const net::RecoveryLock& lock) {
+  return lock.total > lock.bytes ? lock.total - lock.bytes : 0;
+}
+
 // Bytes per second of a copy under way, from its lock.
 double Rate(const net::RecoveryLock& lock, int64_t now_us) {
   const int64_t elapsed_us = now_us - lock.started_us;
@@ -200,6 +205,7 @@ int RunClusterStatus() {
       json.Field("marked_us", static_cast<uint64_t>(std::max<int64_t>(mark.mark.marked_us, 0)));
       json.Field("worker", mark.lock ? mark.lock->worker : "");
       json.Field("bytes_copied", mark.lock ? mark.lock->bytes : 0);
+      json.Field("bytes_left", mark.lock ? BytesLeft(*mark.lock) : 0);
       json.Field("bytes_per_second", mark.lock ? Rate(*mark.lock, now_us) : 0.0);
       json.EndObject();
     }
@@ -230,6 +236,7 @@ int RunClusterStatus() {
       if (mark.lock) {
         absl::PrintF(", %s copying: %s so far at %s/s", mark.lock->worker, Bytes(mark.lock->bytes),
                      Bytes(static_cast<uint64_t>(Rate(*mark.lock, now_us))));
+        if (mark.lock->total > 0) absl::PrintF(", about %s left", Bytes(BytesLeft(*mark.lock)));
       } else {
         absl::PrintF(", waiting for a worker");
       }

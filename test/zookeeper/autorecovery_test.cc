@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -224,6 +225,18 @@ TEST_CASE("autorecovery: the ledgers of a store node killed for good are copied 
   CHECK(ReadAll(*readers, open).size() == 50);
   const std::string log = cluster.stores[3]->Log() + cluster.stores[2]->Log() + cluster.stores[0]->Log();
   CHECK(log.find("is the auditor") != std::string::npos);
+  // The worker knew about how much the closed ledger's copy would take before it started
+  // (what `cairn cluster status` shows as left): within a factor of two of what it copied.
+  std::smatch copied;
+  const std::regex line("ledger " + std::to_string(closed) +
+                        " away from \\S+: [0-9]+ fragments, [0-9]+ batches, ([0-9]+) bytes \\(([0-9]+) "
+                        "estimated\\)");
+  REQUIRE(std::regex_search(log, copied, line));
+  const double bytes = std::stod(copied[1]);
+  const double estimated = std::stod(copied[2]);
+  CHECK(bytes > 0);
+  CHECK(estimated >= bytes / 2);
+  CHECK(estimated <= bytes * 2);
 }
 
 TEST_CASE("autorecovery: a store node back within the delay causes no copying",
