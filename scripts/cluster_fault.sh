@@ -6,7 +6,7 @@
 # a seeded nemesis kills store nodes, proxies and ZooKeeper (SIGKILL, restarted on their data
 # after a moment), stops them (SIGSTOP, SIGCONT a few seconds later), and damages the files of
 # one store node (always the same one: a minority of each ledger's copies): a byte flipped in a
-# sealed segment, or the tail of a ledger's last segment cut off while the node is down;
+# segment of a sealed ledger, or the tail of a ledger's last segment cut off while it is down;
 # with --netns (root) each process has a network namespace of its own and the nemesis also cuts
 # links: one process isolated, two store nodes at once (a minority), one-way (a blackhole route
 # from one process to another), and a proxy from ZooKeeper. Then it heals everything, reads
@@ -123,18 +123,26 @@ heal_links() {
   done
 }
 
-# A byte flipped in a sealed segment (not the last of its ledger) of `store`; logged.
+# A byte flipped in a segment of a sealed ledger of `store`, inside its batches; logged. Ledgers
+# roll often here and most hold one segment: any ledger but the four written last (one per
+# partition of the two topics) is taken as sealed.
 flip_byte() {
-  local store=$1 sealed=() dir segs
-  for dir in "$data/$store"/ledgers/*/; do
-    mapfile -t segs < <(ls "$dir"*.seg 2>/dev/null | sort)
-    [ ${#segs[@]} -ge 2 ] && sealed+=("${segs[@]:0:${#segs[@]}-1}")
+  local store=$1 sealed=() dir dirs
+  mapfile -t dirs < <(ls -dt "$data/$store"/ledgers/*/ 2>/dev/null | tail -n +5)
+  for dir in "${dirs[@]}"; do
+    sealed+=("$dir"*.seg)
   done
-  [ ${#sealed[@]} -gt 0 ] || { log "no sealed segment on $store yet"; return 0; }
-  local file=${sealed[RANDOM % ${#sealed[@]}]} size offset
-  size=$(stat -c %s "$file")
-  offset=$(( (RANDOM * 32768 + RANDOM) % size ))
-  python3 -c 'import sys; f = open(sys.argv[1], "r+b"); f.seek(int(sys.argv[2])); b = f.read(1); f.seek(int(sys.argv[2])); f.write(bytes([b[0] ^ 0x5a])); f.close()' "$file" "$offset"
+  [ ${#sealed[@]} -gt 0 ] && [ -e "${sealed[0]}" ] || { log "no sealed segment on $store yet"; return 0; }
+  local file=${sealed[RANDOM % ${#sealed[@]}]} offset
+  offset=$(python3 -c 'import sys
+data = open(sys.argv[1], "rb").read()
+end = len(data.rstrip(b"\0"))
+if end <= 64: print(-1); sys.exit()
+at = 64 + int(sys.argv[2]) % (end - 64)
+with open(sys.argv[1], "r+b") as f:
+    f.seek(at); f.write(bytes([data[at] ^ 0x5a]))
+print(at)' "$file" "$((RANDOM * 32768 + RANDOM))")
+  [ "$offset" -ge 0 ] || { log "no batches in ${file#"$data"/} to damage"; return 0; }
   log "flipped the byte at $offset of ${file#"$data"/}"
 }
 

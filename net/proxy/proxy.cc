@@ -22,6 +22,7 @@
 #include "net/proxy/broker.h"
 #include "net/cluster/topic_ownership.h"
 #include "net/proxy/ownership_gate.h"
+#include "net/proxy/duplicate_check.h"
 #include "net/proxy/producer_sequences.h"
 #include "net/proxy/producer_sequences_loading.h"
 #include "net/proxy/send_stages.h"
@@ -486,11 +487,11 @@ class ProducerImpl final : public rpc::Producer::Server {
       ProducerSequences& sequences = state_->sends->partitions[partition]->sequences;
       const ProducerSequences::Admission admission = sequences.Admit(*stamp);
       if (admission.verdict != ProducerSequences::Verdict::kNew) {
-        if (absl::StatusOr<BatchView> verified = BatchView::Parse(bytes_in); !verified.ok()) {
-          ThrowStatus(verified.status());
-        }
+        absl::StatusOr<BatchView> verified = BatchView::Parse(bytes_in);
+        if (!verified.ok()) ThrowStatus(verified.status());
         service.duplicate_sends.fetch_add(1, std::memory_order_relaxed);
-        return AnswerDuplicate(sequences, *stamp, admission, context);
+        return AnswerDuplicate(state_, partition, *stamp, admission, verified->payload_hash(),
+                               context);
       }
     }
     auto reply = kj::newPromiseAndFulfiller<absl::StatusOr<StreamAppendResult>>();
@@ -530,35 +531,50 @@ class ProducerImpl final : public rpc::Producer::Server {
   }
 
  private:
-  // Answers a send that Admit() found is a retry: with the offsets it was stored at, once known.
-  static kj::Promise<void> AnswerDuplicate(ProducerSequences& sequences, const ProducerStamp& stamp,
+  // Answers a send that Admit() found is a retry: with the offsets it was stored at, once known
+  // and once the batch stored there is found to have its bytes (duplicate_check.h).
+  static kj::Promise<void> AnswerDuplicate(std::shared_ptr<ProducerState> state, uint32_t partition,
+                                           const ProducerStamp& stamp,
                                            const ProducerSequences::Admission& admission,
-                                           SendContext context) {
-    auto answer = [context](const ProducerSequences::Result& result) mutable {
-      if (!result.ok()) ThrowStatus(result.status());
+                                           uint64_t payload_hash, SendContext context) {
+    ProducerSequences& sequences = state->sends->partitions[partition]->sequences;
+    if (admission.verdict == ProducerSequences::Verdict::kStoredUnknown) {
+      // Stored so long ago that its offsets are forgotten: nothing to compare it with.
       auto results = context.getResults();
-      results.setFirstOffset(result->first_offset);
-      results.setLastOffset(result->last_offset);
       results.setDuplicate(true);
-    };
-    switch (admission.verdict) {
-      case ProducerSequences::Verdict::kStored:
-        answer(admission.offsets);
-        return kj::READY_NOW;
-      case ProducerSequences::Verdict::kStoredUnknown: {
-        auto results = context.getResults();
-        results.setDuplicate(true);
-        results.setOffsetsUnknown(true);
-        return kj::READY_NOW;
-      }
-      default:
-        break;
+      results.setOffsetsUnknown(true);
+      return kj::READY_NOW;
     }
-    auto result = kj::newPromiseAndFulfiller<ProducerSequences::Result>();
-    sequences.Wait(stamp, [fulfiller = kj::mv(result.fulfiller)](
-                              const ProducerSequences::Result& r) mutable { fulfiller->fulfill(
-                              ProducerSequences::Result(r)); });
-    return result.promise.then(kj::mv(answer));
+    kj::Promise<ProducerSequences::Result> stored = nullptr;
+    if (admission.verdict == ProducerSequences::Verdict::kStored) {
+      stored = kj::Promise<ProducerSequences::Result>(ProducerSequences::Result(admission.offsets));
+    } else {
+      auto result = kj::newPromiseAndFulfiller<ProducerSequences::Result>();
+      sequences.Wait(stamp, [fulfiller = kj::mv(result.fulfiller)](
+                                const ProducerSequences::Result& r) mutable {
+        fulfiller->fulfill(ProducerSequences::Result(r));
+      });
+      stored = kj::mv(result.promise);
+    }
+    return stored.then([state = kj::mv(state), partition, stamp, payload_hash,
+                        context](ProducerSequences::Result result) mutable -> kj::Promise<void> {
+      if (!result.ok()) ThrowStatus(result.status());
+      const StreamAppendResult offsets = *result;
+      return RunBlocking(state->service.blocking,
+                         [state, partition, offsets, payload_hash, stamp]() -> absl::Status {
+                           Stream* stream = state->topic->partitions[partition]->stream.get();
+                           if (stream == nullptr) return Service::Closed(*state->topic);
+                           return internal::CheckSameBatch(*stream, offsets.first_offset,
+                                                           payload_hash, stamp);
+                         })
+          .then([context, offsets](absl::Status same) mutable {
+            if (!same.ok()) ThrowStatus(same);
+            auto results = context.getResults();
+            results.setFirstOffset(offsets.first_offset);
+            results.setLastOffset(offsets.last_offset);
+            results.setDuplicate(true);
+          });
+    });
   }
 
   // Hands one batch to its partition's stream; its bytes have been counted by the gate. An

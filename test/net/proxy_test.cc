@@ -698,6 +698,45 @@ TEST_CASE("proxy: a producer's retried batch is stored once, also after a proxy 
   CHECK(EndOffset(c, "t", 1) == 2);
 }
 
+TEST_CASE("proxy: a batch whose stamp was stored with other bytes is refused, not answered as "
+          "stored", "[proxy][dedup]") {
+  TempDir dir;
+  const std::string mine = StampedBatch(55, 0, {"mine"});
+  // Another connection with the same producer id and sequence (a reused id, a forged stamp).
+  const std::string forged = StampedBatch(55, 0, {"forged"});
+  {
+    ServedProxy served(dir.path());
+    kj::AsyncIoContext io = kj::setupAsyncIo();
+    RawClient c(io, served.address());
+    RawClient other(io, served.address());
+    REQUIRE(c.CreateTopic("t", 1).ok());
+    rpc::Producer::Client producer = OpenProducer(c, "t");
+    rpc::Producer::Client forger = OpenProducer(other, "t");
+    // While the first is being appended, and after.
+    kj::Promise<SendReply> first = SendBytes(producer, mine);
+    const absl::Status pending = other.Status(SendBytes(forger, forged));
+    CHECK(first.wait(io.waitScope).first == 0);
+    INFO(pending.ToString());
+    CHECK(absl::IsFailedPrecondition(pending));
+    const absl::Status after = other.Status(SendBytes(forger, forged));
+    CHECK(absl::IsFailedPrecondition(after));
+    CHECK(after.message().find("other bytes") != std::string_view::npos);
+    // The real retry is still answered as stored, and nothing more was stored.
+    const SendReply retry = SendBytes(producer, mine).wait(io.waitScope);
+    CHECK(retry.duplicate);
+    CHECK(retry.first == 0);
+    CHECK(EndOffset(c, "t", 0) == 1);
+  }
+  // The same after a restart, from the stamps at the partition's tail.
+  ServedProxy served(dir.path());
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  RawClient c(io, served.address());
+  rpc::Producer::Client producer = OpenProducer(c, "t");
+  CHECK(absl::IsFailedPrecondition(c.Status(SendBytes(producer, forged))));
+  CHECK(SendBytes(producer, mine).wait(io.waitScope).duplicate);
+  CHECK(EndOffset(c, "t", 0) == 1);
+}
+
 TEST_CASE("proxy: producers opening a topic at once on a new proxy share what it learned",
           "[proxy][dedup]") {
   TempDir dir;
