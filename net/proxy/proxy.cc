@@ -762,11 +762,9 @@ class ConsumerImpl final : public rpc::Consumer::Server {
     offsets.reserve(offsets_in.size());
     for (uint64_t offset : offsets_in) offsets.push_back(offset);
     service_.acks.fetch_add(offsets.size(), std::memory_order_relaxed);
-    return RunBlocking(
-               service_.blocking,
-               [&service = service_, sub = sub_, partition, offsets = std::move(offsets)]() {
-                 return service.broker.Ack(*sub, partition, offsets);
-               })
+    return InOrder([&service = service_, sub = sub_, partition, offsets = std::move(offsets)]() {
+             return service.broker.Ack(*sub, partition, offsets);
+           })
         .then(ThrowIfError);
   }
 
@@ -774,20 +772,18 @@ class ConsumerImpl final : public rpc::Consumer::Server {
     CheckNotLeft();
     const uint32_t partition = context.getParams().getPartition();
     const uint64_t end = context.getParams().getEnd();
-    return RunBlocking(service_.blocking,
-                       [&service = service_, sub = sub_, partition, end]() {
-                         return service.broker.AckCumulative(*sub, partition, end);
-                       })
+    return InOrder([&service = service_, sub = sub_, partition, end]() {
+             return service.broker.AckCumulative(*sub, partition, end);
+           })
         .then(ThrowIfError);
   }
 
   kj::Promise<void> redeliverUnacknowledged(RedeliverUnacknowledgedContext) override {
     CheckNotLeft();
-    return RunBlocking(service_.blocking,
-                       [&service = service_, sub = sub_, consumer = consumer_]() {
-                         service.broker.RedeliverUnacknowledged(*sub, consumer.get());
-                         return absl::OkStatus();
-                       })
+    return InOrder([&service = service_, sub = sub_, consumer = consumer_]() {
+             service.broker.RedeliverUnacknowledged(*sub, consumer.get());
+             return absl::OkStatus();
+           })
         .then(ThrowIfError);
   }
 
@@ -795,24 +791,39 @@ class ConsumerImpl final : public rpc::Consumer::Server {
     CheckNotLeft();
     left_ = true;
     service_.consumers.fetch_sub(1);
-    return RunBlocking(service_.blocking, [&service = service_, topic = topic_, sub = sub_,
-                                           consumer = consumer_]() {
-      service.broker.Leave(*topic, sub, consumer.get());
-      service.broker.Release(*topic);
-      return true;
-    }).ignoreResult();
+    return InOrder([&service = service_, topic = topic_, sub = sub_, consumer = consumer_]() {
+             service.broker.Leave(*topic, sub, consumer.get());
+             service.broker.Release(*topic);
+             return absl::OkStatus();
+           })
+        .ignoreResult();
   }
 
   kj::Promise<void> persist(PersistContext) override {
     CheckNotLeft();
-    return RunBlocking(service_.blocking,
-                       [&service = service_, topic = topic_, sub = sub_]() {
-                         return service.broker.Persist(*topic, sub);
-                       })
+    return InOrder([&service = service_, topic = topic_, sub = sub_]() {
+             return service.broker.Persist(*topic, sub);
+           })
         .then(ThrowIfError);
   }
 
  private:
+  // Runs `work` on the blocking pool once the consumer's earlier acknowledging calls
+  // (acknowledgements, persist, redelivery, close) have run. On two pool threads at once, a
+  // persist or a leave could overtake acknowledgements sent before it, and those would not be
+  // persisted, or would find the subscription gone: delivered again to the next consumer.
+  template <typename Work>
+  kj::Promise<absl::Status> InOrder(Work work) {
+    kj::ForkedPromise<absl::Status> done =
+        ack_tail_.addBranch()
+            .then([&service = service_, work = kj::mv(work)]() mutable {
+              return RunBlocking(service.blocking, kj::mv(work));
+            })
+            .fork();
+    ack_tail_ = done.addBranch().ignoreResult().catch_([](kj::Exception&&) {}).fork();
+    return done.addBranch();
+  }
+
   void CheckNotLeft() const {
     if (left_) ThrowStatus(absl::FailedPreconditionError("the consumer has left the subscription"));
     if (topic_->moved.load(std::memory_order_relaxed)) ThrowStatus(service_.Moved(*topic_));
@@ -826,6 +837,8 @@ class ConsumerImpl final : public rpc::Consumer::Server {
   bool left_ = false;  // close() was called
   // Resolves once the last receive() called has taken its messages (or failed).
   kj::ForkedPromise<void> receive_tail_ = kj::Promise<void>(kj::READY_NOW).fork();
+  // Resolves once the last acknowledging call (InOrder) has run.
+  kj::ForkedPromise<void> ack_tail_ = kj::Promise<void>(kj::READY_NOW).fork();
 };
 
 // ---- Proxy ------------------------------------------------------------------------------------

@@ -438,6 +438,34 @@ TEST_CASE("proxy: an exclusive subscription delivers in order and resumes after 
   CHECK(again[1].offset == 4);
 }
 
+TEST_CASE("proxy: acknowledgements sent just before close are kept", "[proxy]") {
+  // A client sends its last acknowledgements and its close one after the other, without
+  // waiting: the proxy must apply them in that order, or the next consumer gets them again.
+  TempDir dir;
+  ServedProxy served(dir.path());
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  RawClient c(io, served.address());
+  REQUIRE(c.CreateTopic("t", 1).ok());
+  rpc::Producer::Client producer = OpenProducer(c, "t");
+  for (uint64_t round = 0; round < 100; ++round) {
+    INFO("round " << round);
+    REQUIRE(Send(c, producer, {"m" + std::to_string(round)}) == round);
+    rpc::Consumer::Client consumer = Subscribe(c, "t", "s", rpc::SubscriptionType::EXCLUSIVE);
+    std::vector<Received> got = Receive(c, consumer);
+    REQUIRE(got.size() == 1);
+    REQUIRE(got[0].offset == round);
+    auto ack = consumer.ackRequest();
+    ack.setPartition(0);
+    ack.initOffsets(1).set(0, round);
+    kj::Promise<void> acked = ack.send().ignoreResult();
+    kj::Promise<void> closed = consumer.closeRequest().send().ignoreResult();
+    acked.wait(io.waitScope);
+    closed.wait(io.waitScope);
+  }
+  rpc::Consumer::Client last = Subscribe(c, "t", "s", rpc::SubscriptionType::EXCLUSIVE);
+  CHECK(Receive(c, last, 100'000).empty());
+}
+
 TEST_CASE("proxy: a shared subscription deals batches out and redelivers what a leaver held",
           "[proxy]") {
   TempDir dir;
