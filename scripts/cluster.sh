@@ -204,6 +204,8 @@ if $netns; then
   zk_host=10.77.0.2
   store_host() { echo "10.77.0.$((10 + $1)):7110"; }
   proxy_host() { echo "10.77.0.$((20 + $1)):7120"; }
+  # Beyond loopback, on a bridge only this machine reaches (the daemons have no TLS yet).
+  insecure=--insecure
   add_netns zookeeper 2
   for ((i = 0; i < store_count; i++)); do add_netns "store-$i" $((10 + i)); done
   for i in 0 1; do add_netns "proxy-$i" $((20 + i)); done
@@ -242,7 +244,7 @@ echo "ZooKeeper   $zk_host:$zk_port   (--metadata $zk; log $data/zookeeper/serve
 start_store() {
   local i=$1
   spawn "store-$i" "$data/store-$i.log" "$cairnd" store --data-dir "$data/store-$i" \
-    --listen "$(store_host "$i")" --metrics-listen none --metadata-dir none \
+    --listen "$(store_host "$i")" ${insecure:-} --metrics-listen none --metadata-dir none \
     --metadata "$zk" --session-timeout-ms 4000 ${CAIRN_STORE_ARGS:-}
   wait_for "$data/store-$i.log" '.*store node listening on \([0-9.]*:[0-9]*\).*' "$!"
 }
@@ -254,7 +256,7 @@ proxies=()
 for i in 0 1; do
   spawn "proxy-$i" "$data/proxy-$i.log" "$cairnd" proxy --stores registered --metadata "$zk" \
     --ensemble 3 --write-quorum 3 --ack-quorum 2 --replica-timeout-ms 1000 \
-    --session-timeout-ms 600 --listen "$(proxy_host "$i")" --metrics-listen none
+    --session-timeout-ms 600 --listen "$(proxy_host "$i")" ${insecure:-} --metrics-listen none
   proxies+=("$(wait_for "$data/proxy-$i.log" '.*proxy listening on \([0-9.]*:[0-9]*\).*' "$!")")
   echo "proxy       ${proxies[i]}   (log $data/proxy-$i.log)"
 done

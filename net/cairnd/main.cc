@@ -38,6 +38,7 @@
 #include "net/cluster/node_registry.h"
 #include "net/cluster/topic_ownership.h"
 #include "net/event_loop.h"
+#include "net/listen_policy.h"
 #include "net/metrics/metrics.h"
 #include "net/net_status.h"
 #include "net/proxy/proxy.h"
@@ -102,6 +103,10 @@ ABSL_FLAG(uint32_t, load_shed_interval_ms, 30000,
           "proxy with --metadata zk://...: every this many milliseconds, a proxy much more "
           "loaded than the least loaded one (more than twice its score, plus one: "
           "docs/cluster.md) hands one of its bundles to it; 0: never");
+ABSL_FLAG(bool, insecure, false,
+          "store, proxy, standalone: listen on an address beyond loopback although the daemons "
+          "have no TLS nor authentication yet (whoever reaches the port can read, write and "
+          "delete data): only on a network that trusted peers alone reach");
 ABSL_FLAG(std::string, advertise, "",
           "proxy with --metadata zk://...: the host:port clients reach this proxy at, as other "
           "proxies name it to them (default: the --listen address and port)");
@@ -202,6 +207,9 @@ constexpr char kUsage[] =
     "                              [--listen 127.0.0.1:7020] [--metrics-listen 127.0.0.1:7021]\n"
     "                              [--dedup-window-mib N]\n"
     "\n"
+    "Each listens on loopback unless told otherwise; an address beyond loopback needs\n"
+    "--insecure, since the daemons have no TLS nor authentication yet (docs/security.md).\n"
+    "\n"
     "With --metadata zk://..., store nodes and proxies register themselves in the ZooKeeper\n"
     "ensemble (ephemeral records under nodes/stores/ and nodes/proxies/), and a proxy keeps its\n"
     "topics' metadata there; standalone keeps its embedded metadata store. A store node\n"
@@ -232,6 +240,13 @@ std::string MetricsListenFlag(uint16_t default_port) {
 std::string ListenFlag(uint16_t default_port) {
   std::string listen = absl::GetFlag(FLAGS_listen);
   return listen.empty() ? absl::StrCat("127.0.0.1:", default_port) : listen;
+}
+
+// Why `command` may not listen on `listen` (net/listen_policy.h); OK if it may.
+absl::Status CheckListen(const char* command, const std::string& listen) {
+  absl::Status ok = CheckListenAddress("--listen", listen, absl::GetFlag(FLAGS_insecure));
+  if (ok.ok()) return ok;
+  return absl::FailedPreconditionError(absl::StrCat(command, ": ", ok.message()));
 }
 
 // The store's options from the flags, for `command`'s store in `ledgers_dir`; an error message
@@ -370,6 +385,9 @@ int RunStore() {
   absl::StatusOr<StoreOptions> flags_options = StoreOptionsFromFlags("store", data_dir);
   if (!flags_options.ok()) return Fail(std::string(flags_options.status().message()));
   const std::string listen = ListenFlag(kDefaultStorePort);
+  if (absl::Status ok = CheckListen("store", listen); !ok.ok()) {
+    return Fail(std::string(ok.message()));
+  }
   const std::string metrics_listen = MetricsListenFlag(kDefaultMetricsPort);
 
   // Signals are captured before any thread exists (the store starts its own), so that every
@@ -560,6 +578,9 @@ int RunProxy() {
                                        ? absl::StrCat("store nodes ", replicated_stores)
                                        : absl::StrCat("store node ", store_address);
   const std::string listen = ListenFlag(kDefaultProxyPort);
+  if (absl::Status ok = CheckListen("proxy", listen); !ok.ok()) {
+    return Fail(std::string(ok.message()));
+  }
   const std::string metrics_listen = MetricsListenFlag(kDefaultProxyMetricsPort);
 
   kj::UnixEventPort::captureSignal(SIGTERM);
@@ -848,6 +869,9 @@ int RunStandalone() {
       StoreOptionsFromFlags("standalone", data_dir + "/ledgers");
   if (!flags_options.ok()) return Fail(std::string(flags_options.status().message()));
   const std::string listen = ListenFlag(kDefaultProxyPort);
+  if (absl::Status ok = CheckListen("standalone", listen); !ok.ok()) {
+    return Fail(std::string(ok.message()));
+  }
   for (const std::string& dir : {data_dir, data_dir + "/ledgers"}) {
     if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
       return Fail(absl::StrCat("standalone: creating ", dir, ": ", std::strerror(errno)));
