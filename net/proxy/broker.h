@@ -233,6 +233,10 @@ class Broker {
   void TearDownSubscriptions(Topic& topic);
   // Tears `sub` down without persisting (its cursors are stale): its consumers are answered
   // `why` and subscribe again, to a new subscription that loads the cursors afresh.
+  // After `sub` was marked torn down: its cursors (persisted first, unless kNone) and its
+  // readers go, one partition at a time.
+  enum class FinalPersist { kNone, kIgnoreFailure, kLogFailure };
+  void ReleasePartitions(const Topic& topic, Subscription& sub, FinalPersist persist);
   // Persists `sub`'s cursors, and nothing else whatever the outcome.
   absl::Status PersistCursors(Subscription& sub);
   void Abandon(Topic& topic, const std::shared_ptr<Subscription>& sub, const absl::Status& why);

@@ -129,24 +129,28 @@ void Broker::Leave(Topic& topic, const std::shared_ptr<Subscription>& sub,
     sub->changed.notify_all();
   }
   // The last one out: persist, and drop the dispatch state with the cursors and readers.
-  for (uint32_t i = 0; i < sub->partitions(); ++i) {
-    PartitionReader& reader = *sub->readers[i];
+  ReleasePartitions(topic, *sub, FinalPersist::kLogFailure);
+  auto it = topic.subscriptions.find(sub->name);
+  if (it != topic.subscriptions.end() && it->second == sub) topic.subscriptions.erase(it);
+}
+
+void Broker::ReleasePartitions(const Topic& topic, Subscription& sub, FinalPersist persist) {
+  for (uint32_t i = 0; i < sub.partitions(); ++i) {
+    PartitionReader& reader = *sub.readers[i];
     MutexLock read(reader.read_mu);
-    MutexLock lock(sub->mu);
-    std::unique_ptr<Cursor>& cursor = sub->acks[i].cursor;
-    if (cursor != nullptr) {
+    MutexLock lock(sub.mu);
+    std::unique_ptr<Cursor>& cursor = sub.acks[i].cursor;
+    if (cursor != nullptr && persist != FinalPersist::kNone) {
       absl::Status persisted = cursor->Persist();
-      if (!persisted.ok()) {
+      if (!persisted.ok() && persist == FinalPersist::kLogFailure) {
         options_.log(LogLevel::kWarning,
-                     absl::StrCat("subscription ", sub->name, " of topic ", topic.name,
+                     absl::StrCat("subscription ", sub.name, " of topic ", topic.name,
                                   ": persisting its acknowledgements: ", persisted.ToString()));
       }
     }
     cursor.reset();
     reader.reader.reset();
   }
-  auto it = topic.subscriptions.find(sub->name);
-  if (it != topic.subscriptions.end() && it->second == sub) topic.subscriptions.erase(it);
 }
 
 void Broker::TearDownSubscriptions(Topic& topic) {
@@ -157,17 +161,9 @@ void Broker::TearDownSubscriptions(Topic& topic) {
       sub->torn_down = true;
       sub->changed.notify_all();
     }
-    for (uint32_t i = 0; i < sub->partitions(); ++i) {
-      PartitionReader& reader = *sub->readers[i];
-      MutexLock read(reader.read_mu);
-      MutexLock sub_lock(sub->mu);
-      std::unique_ptr<Cursor>& cursor = sub->acks[i].cursor;
-      // Closing: a failure leaves what was persisted before, and the consumers get those
-      // messages again.
-      if (cursor != nullptr) cursor->Persist().IgnoreError();
-      cursor.reset();
-      reader.reader.reset();
-    }
+    // Closing: a failure leaves what was persisted before, and the consumers get those messages
+    // again.
+    ReleasePartitions(topic, *sub, FinalPersist::kIgnoreFailure);
   }
   topic.subscriptions.clear();
 }
@@ -408,13 +404,7 @@ void Broker::Abandon(Topic& topic, const std::shared_ptr<Subscription>& sub,
     sub->ended = why;
     sub->changed.notify_all();
   }
-  for (uint32_t i = 0; i < sub->partitions(); ++i) {
-    PartitionReader& reader = *sub->readers[i];
-    MutexLock read(reader.read_mu);
-    MutexLock lock(sub->mu);
-    sub->acks[i].cursor.reset();
-    reader.reader.reset();
-  }
+  ReleasePartitions(topic, *sub, FinalPersist::kNone);  // the cursors are stale
   auto it = topic.subscriptions.find(sub->name);
   if (it != topic.subscriptions.end() && it->second == sub) topic.subscriptions.erase(it);
 }
