@@ -732,6 +732,9 @@ TEST_CASE("proxy: a batch whose stamp was stored with other bytes is refused, no
   const std::string mine = StampedBatch(55, 0, {"mine"});
   // Another connection with the same producer id and sequence (a reused id, a forged stamp).
   const std::string forged = StampedBatch(55, 0, {"forged"});
+  // Which of the two is stored depends on which the proxy takes first: the two connections race.
+  std::string stored;
+  std::string refused;
   {
     ServedProxy served(dir.path());
     kj::AsyncIoContext io = kj::setupAsyncIo();
@@ -740,28 +743,38 @@ TEST_CASE("proxy: a batch whose stamp was stored with other bytes is refused, no
     REQUIRE(c.CreateTopic("t", 1).ok());
     rpc::Producer::Client producer = OpenProducer(c, "t");
     rpc::Producer::Client forger = OpenProducer(other, "t");
-    // While the first is being appended, and after.
-    kj::Promise<SendReply> first = SendBytes(producer, mine);
-    const absl::Status pending = other.Status(SendBytes(forger, forged));
-    CHECK(first.wait(io.waitScope).first == 0);
-    INFO(pending.ToString());
-    CHECK(absl::IsFailedPrecondition(pending));
-    const absl::Status after = other.Status(SendBytes(forger, forged));
+    // Both in flight at once: the second is checked against the first while it is being
+    // appended or after, and refused either way.
+    kj::Promise<SendReply> mine_sent = SendBytes(producer, mine);
+    kj::Promise<SendReply> forged_sent = SendBytes(forger, forged);
+    const absl::Status mine_status = c.Status(mine_sent);
+    const absl::Status forged_status = other.Status(forged_sent);
+    INFO("mine: " << mine_status.ToString() << "; forged: " << forged_status.ToString());
+    REQUIRE(mine_status.ok() != forged_status.ok());
+    const bool mine_won = mine_status.ok();
+    CHECK(absl::IsFailedPrecondition(mine_won ? forged_status : mine_status));
+    stored = mine_won ? mine : forged;
+    refused = mine_won ? forged : mine;
+    rpc::Producer::Client& winner = mine_won ? producer : forger;
+    RawClient& winner_connection = mine_won ? c : other;
+    RawClient& loser_connection = mine_won ? other : c;
+    rpc::Producer::Client& loser = mine_won ? forger : producer;
+    const absl::Status after = loser_connection.Status(SendBytes(loser, refused));
     CHECK(absl::IsFailedPrecondition(after));
     CHECK(after.message().find("other bytes") != std::string_view::npos);
-    // The real retry is still answered as stored, and nothing more was stored.
-    const SendReply retry = SendBytes(producer, mine).wait(io.waitScope);
+    // The stored batch's retry is still answered as stored, and nothing more was stored.
+    const SendReply retry = SendBytes(winner, stored).wait(io.waitScope);
     CHECK(retry.duplicate);
     CHECK(retry.first == 0);
-    CHECK(EndOffset(c, "t", 0) == 1);
+    CHECK(EndOffset(winner_connection, "t", 0) == 1);
   }
   // The same after a restart, from the stamps at the partition's tail.
   ServedProxy served(dir.path());
   kj::AsyncIoContext io = kj::setupAsyncIo();
   RawClient c(io, served.address());
   rpc::Producer::Client producer = OpenProducer(c, "t");
-  CHECK(absl::IsFailedPrecondition(c.Status(SendBytes(producer, forged))));
-  CHECK(SendBytes(producer, mine).wait(io.waitScope).duplicate);
+  CHECK(absl::IsFailedPrecondition(c.Status(SendBytes(producer, refused))));
+  CHECK(SendBytes(producer, stored).wait(io.waitScope).duplicate);
   CHECK(EndOffset(c, "t", 0) == 1);
 }
 
