@@ -39,15 +39,17 @@ bool IsLoopbackAddress(std::string_view address) {
   return false;
 }
 
-absl::Status CheckListenAddress(std::string_view flag, std::string_view address, bool insecure) {
-  if (insecure || IsLoopbackAddress(address)) return absl::OkStatus();
+absl::Status CheckListenAddress(std::string_view flag, std::string_view address, bool insecure,
+                                bool authenticated) {
+  if (insecure || authenticated || IsLoopbackAddress(address)) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
       absl::string_view(flag.data(), flag.size()), " ",
       absl::string_view(address.data(), address.size()),
-      " listens beyond this machine, and cairn's daemons have no TLS nor authentication yet: "
-      "whoever reaches the port could read, write, fence and delete any data. Listen on "
-      "127.0.0.1, or give --insecure to listen there anyway, on a network only trusted peers "
-      "reach (docs/security.md)"));
+      " listens beyond this machine without authenticating its clients: whoever reaches the "
+      "port could read, write, fence and delete any data. Listen on 127.0.0.1; or require "
+      "client certificates (--tls-ca, --tls-cert, --tls-key and --tls-require-client-cert); "
+      "or give --insecure to listen there anyway, on a network only trusted peers reach "
+      "(docs/security.md)"));
 }
 
 }  // namespace cairn::net

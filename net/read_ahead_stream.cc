@@ -16,6 +16,10 @@ kj::Promise<size_t> ReadAheadStream::tryRead(void* buffer, size_t minBytes, size
   return ReadOn(out, done, minBytes, maxBytes);
 }
 
+void ReadAheadStream::NoteFirst(const kj::byte* data, size_t n) {
+  for (size_t i = 0; i < n && bytes_read_ + i < sizeof(first_); ++i) first_[bytes_read_ + i] = data[i];
+}
+
 size_t ReadAheadStream::TakeBuffered(kj::byte* out, size_t done, size_t max) {
   const size_t n = std::min(end_ - begin_, max - done);
   if (n > 0) {
@@ -31,7 +35,8 @@ kj::Promise<size_t> ReadAheadStream::ReadOn(kj::byte* out, size_t done, size_t m
   // Only called with the buffer empty: what it held went to `out` first.
   if (max - done >= buffer_.size()) {
     // Large: straight into the caller's memory, no further than asked.
-    return inner_->tryRead(out + done, min - done, max - done).then([this, done](size_t n) {
+    return inner_->tryRead(out + done, min - done, max - done).then([this, out, done](size_t n) {
+      NoteFirst(out + done, n);
       bytes_read_ += n;
       return done + n;
     });
@@ -39,6 +44,7 @@ kj::Promise<size_t> ReadAheadStream::ReadOn(kj::byte* out, size_t done, size_t m
   return inner_->tryRead(buffer_.begin(), 1, buffer_.size())
       .then([this, out, done, min, max](size_t n) -> kj::Promise<size_t> {
         if (n == 0) return done;  // The stream ended.
+        NoteFirst(buffer_.begin(), n);
         bytes_read_ += n;
         begin_ = 0;
         end_ = n;

@@ -59,8 +59,13 @@ class ReadAheadStream final : public kj::AsyncIoStream {
   // Bytes read from the wrapped stream so far: grows while the peer is sending, which proves it
   // alive even when an answer it owes is queued behind what it sends.
   uint64_t bytes_read() const { return bytes_read_; }
+  // Whether the peer's first bytes are those of a TLS handshake record (0x16 0x03): a TLS
+  // client talking to a server without TLS.
+  bool began_like_tls() const { return first_[0] == 0x16 && first_[1] == 0x03; }
 
  private:
+  // Keeps what of data[0, n), read after bytes_read_ bytes, falls in the first two.
+  void NoteFirst(const kj::byte* data, size_t n);
   // Moves buffered bytes to out[done, max); returns the new `done`.
   size_t TakeBuffered(kj::byte* out, size_t done, size_t max);
   // Reads on until `min` bytes of out[0, max) are filled (or the stream ended), `done` already.
@@ -71,6 +76,7 @@ class ReadAheadStream final : public kj::AsyncIoStream {
   size_t begin_ = 0;  // buffer_[begin_, end_) was read and not handed out
   size_t end_ = 0;
   uint64_t bytes_read_ = 0;
+  kj::byte first_[2] = {0, 0};  // the first two bytes read, once read
 };
 
 }  // namespace cairn::net::internal

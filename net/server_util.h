@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -83,7 +85,7 @@ struct Connection {
     rpc.setFlowLimit(kMaxConnectionInFlightBytes / sizeof(capnp::word));
   }
 
-  kj::Own<kj::AsyncIoStream> stream;
+  kj::Own<ReadAheadStream> stream;
   capnp::TwoPartyVatNetwork network;
   capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
 };
@@ -93,10 +95,15 @@ struct Connection {
 class ConnectionSet : public kj::TaskSet::ErrorHandler {
  public:
   using BootstrapFactory = kj::Function<capnp::Capability::Client()>;
-  ConnectionSet(BootstrapFactory bootstrap, LogFunction log, std::string what)
+  // What a connection holds while it is open (a metric's count, say); may be empty.
+  using OpenHook = std::function<std::shared_ptr<void>()>;
+  // `what` names the service in messages ("store node", "proxy").
+  ConnectionSet(BootstrapFactory bootstrap, LogFunction log, std::string what,
+                OpenHook on_open = nullptr)
       : bootstrap_(kj::mv(bootstrap)),
         log_(std::move(log)),
         what_(std::move(what)),
+        on_open_(std::move(on_open)),
         listeners_(kj::heap<kj::TaskSet>(*this)),
         connections_(kj::heap<kj::TaskSet>(*this)) {}
 
@@ -115,8 +122,17 @@ class ConnectionSet : public kj::TaskSet::ErrorHandler {
     if (closed_) return;
     auto connection = kj::heap<Connection>(kj::mv(stream), bootstrap_());
     ++open_;
-    kj::Promise<void> disconnected = connection->network.onDisconnect();
-    connections_->add(disconnected.attach(kj::mv(connection), kj::defer([this] { --open_; })));
+    ReadAheadStream* read = connection->stream.get();
+    kj::Promise<void> disconnected = connection->network.onDisconnect().then([this, read] {
+      // Cap'n Proto drops such a peer for its first "message" without a word.
+      if (read->began_like_tls()) {
+        log_(LogLevel::kWarning,
+             absl::StrCat(what_, ": refused a connection: a TLS client on a plaintext port "
+                          "(to serve TLS, start with --tls-ca, --tls-cert and --tls-key)"));
+      }
+    });
+    connections_->add(disconnected.attach(kj::mv(connection), kj::defer([this] { --open_; }),
+                                          on_open_ ? on_open_() : nullptr));
   }
 
   // Stops accepting and closes every connection: dropping a task set cancels its tasks, the
@@ -142,6 +158,7 @@ class ConnectionSet : public kj::TaskSet::ErrorHandler {
   BootstrapFactory bootstrap_;
   const LogFunction log_;
   const std::string what_;
+  const OpenHook on_open_;
   kj::Own<kj::TaskSet> listeners_;
   kj::Own<kj::TaskSet> connections_;
   bool closed_ = false;

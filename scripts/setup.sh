@@ -16,6 +16,7 @@ packages=(
   libzookeeper-mt-dev  # the ZooKeeper metadata store's client (cairn::zookeeper)
   zookeeper            # the server its tests start (with a Java runtime)
   iproute2             # `ip`: the cluster fault test's network namespaces and partitions
+  openssl              # scripts/make_test_certs.sh, for the TLS tests
 )
 for arg in "$@"; do
   case "$arg" in

@@ -39,6 +39,9 @@ class AutoRecovery::Impl {
   ~Impl() { Stop(); }
 
   absl::Status Init() {
+    absl::StatusOr<std::shared_ptr<internal::Tls>> tls =
+        internal::Tls::LoadIfEnabled(options_.tls, internal::Tls::Side::kClient);
+    if (!tls.ok()) return tls.status();
     absl::StatusOr<std::unique_ptr<NetworkThread>> thread =
         NetworkThread::Start("auto re-replication", options_.log);
     if (!thread.ok()) return thread.status();
@@ -53,9 +56,10 @@ class AutoRecovery::Impl {
           }
           return addresses;
         },
-        internal::NodeConnectionTimeouts{.connect = options_.heartbeat_timeout,
+        internal::NodeConnectionOptions{.connect = options_.heartbeat_timeout,
                                          .heartbeat_interval = options_.heartbeat_interval,
-                                         .heartbeat_timeout = options_.heartbeat_timeout},
+                                         .heartbeat_timeout = options_.heartbeat_timeout,
+                                         .tls = *std::move(tls)},
         options_.log);
     loop_ = std::thread([this] { Loop(); });
     return absl::OkStatus();

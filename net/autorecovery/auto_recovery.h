@@ -26,6 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "cairn/log.h"
+#include "cairn/net/tls.h"
 #include "cairn/metadata.h"
 #include "cairn/metadata_coordination.h"
 #include "cairn/replicated_ledger.h"
@@ -46,6 +47,8 @@ struct AutoRecoveryOptions {
   std::chrono::milliseconds heartbeat_interval = std::chrono::milliseconds(500);
   std::chrono::milliseconds heartbeat_timeout = std::chrono::seconds(2);
   LogFunction log = StderrLog();
+  // TLS to the store nodes it copies between (off unless tls.ca_file is set).
+  TlsOptions tls;
 };
 
 // Totals since it started; each only goes up, but `auditor`.

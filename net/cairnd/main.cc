@@ -42,6 +42,8 @@
 #include "net/metrics/metrics.h"
 #include "net/net_status.h"
 #include "net/proxy/proxy.h"
+#include "net/tls.h"
+#include "net/tls_listener.h"
 #include "net/store_node/replica_gc.h"
 #include "net/autorecovery/auto_recovery.h"
 #include "net/autorecovery/autorecovery_metrics.h"
@@ -104,9 +106,20 @@ ABSL_FLAG(uint32_t, load_shed_interval_ms, 30000,
           "loaded than the least loaded one (more than twice its score, plus one: "
           "docs/cluster.md) hands one of its bundles to it; 0: never");
 ABSL_FLAG(bool, insecure, false,
-          "store, proxy, standalone: listen on an address beyond loopback although the daemons "
-          "have no TLS nor authentication yet (whoever reaches the port can read, write and "
-          "delete data): only on a network that trusted peers alone reach");
+          "store, proxy, standalone: listen on an address beyond loopback without requiring "
+          "client certificates (whoever reaches the port can read, write and delete data): "
+          "only on a network that trusted peers alone reach");
+ABSL_FLAG(std::string, tls_ca, "",
+          "TLS on: the certificate authorities (PEM file) that peers' certificates must be "
+          "signed by. Every connection the daemon accepts (not the metrics') and makes to store "
+          "nodes is then TLS");
+ABSL_FLAG(std::string, tls_cert, "",
+          "with --tls-ca: this daemon's certificate (PEM file; a chain starts with its own), "
+          "shown to its clients, and to the store nodes it connects to when they ask for one");
+ABSL_FLAG(std::string, tls_key, "", "with --tls-cert: its private key (PEM file)");
+ABSL_FLAG(bool, tls_require_client_cert, false,
+          "with --tls-ca: refuse clients that show no certificate signed by --tls-ca (mutual "
+          "TLS); what a daemon listening beyond loopback needs, short of --insecure");
 ABSL_FLAG(std::string, advertise, "",
           "proxy with --metadata zk://...: the host:port clients reach this proxy at, as other "
           "proxies name it to them (default: the --listen address and port)");
@@ -207,8 +220,11 @@ constexpr char kUsage[] =
     "                              [--listen 127.0.0.1:7020] [--metrics-listen 127.0.0.1:7021]\n"
     "                              [--dedup-window-mib N]\n"
     "\n"
-    "Each listens on loopback unless told otherwise; an address beyond loopback needs\n"
-    "--insecure, since the daemons have no TLS nor authentication yet (docs/security.md).\n"
+    "Every daemon takes [--tls-ca FILE --tls-cert FILE --tls-key FILE]\n"
+    "[--tls-require-client-cert]: TLS on every connection it accepts and makes to store nodes\n"
+    "(scripts/make_test_certs.sh makes test certificates). Each listens on loopback unless\n"
+    "told otherwise; an address beyond loopback needs client certificates required\n"
+    "(--tls-require-client-cert), or --insecure (docs/security.md).\n"
     "\n"
     "With --metadata zk://..., store nodes and proxies register themselves in the ZooKeeper\n"
     "ensemble (ephemeral records under nodes/stores/ and nodes/proxies/), and a proxy keeps its\n"
@@ -242,11 +258,55 @@ std::string ListenFlag(uint16_t default_port) {
   return listen.empty() ? absl::StrCat("127.0.0.1:", default_port) : listen;
 }
 
+// The --tls-* flags: what the daemon's listener serves and its connections to store nodes use.
+TlsOptions TlsFromFlags() {
+  TlsOptions tls;
+  tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
+  tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  tls.require_client_certificate = absl::GetFlag(FLAGS_tls_require_client_cert);
+  return tls;
+}
+
+// The listener's TLS, loaded from the flags: null when TLS is off; an error naming `command`
+// for a file that cannot be used or a flag given without --tls-ca.
+absl::StatusOr<std::shared_ptr<internal::Tls>> ServerTlsFromFlags(const char* command) {
+  const TlsOptions tls = TlsFromFlags();
+  if (!tls.enabled() &&
+      (!tls.cert_file.empty() || !tls.key_file.empty() || tls.require_client_certificate)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(command, ": --tls-cert, --tls-key and --tls-require-client-cert need --tls-ca"));
+  }
+  absl::StatusOr<std::shared_ptr<internal::Tls>> loaded =
+      internal::Tls::LoadIfEnabled(tls, internal::Tls::Side::kServer);
+  if (!loaded.ok()) {
+    return absl::Status(loaded.status().code(),
+                        absl::StrCat(command, ": ", loaded.status().message()));
+  }
+  return loaded;
+}
+
 // Why `command` may not listen on `listen` (net/listen_policy.h); OK if it may.
 absl::Status CheckListen(const char* command, const std::string& listen) {
-  absl::Status ok = CheckListenAddress("--listen", listen, absl::GetFlag(FLAGS_insecure));
+  const TlsOptions tls = TlsFromFlags();
+  absl::Status ok = CheckListenAddress("--listen", listen, absl::GetFlag(FLAGS_insecure),
+                                       tls.enabled() && tls.require_client_certificate);
   if (ok.ok()) return ok;
   return absl::FailedPreconditionError(absl::StrCat(command, ": ", ok.message()));
+}
+
+// `raw`, or with `tls` a listener that serves TLS over it.
+kj::Own<kj::ConnectionReceiver> Secure(kj::Own<kj::ConnectionReceiver> raw,
+                                       const std::shared_ptr<internal::Tls>& tls,
+                                       kj::Timer& timer, const LogFunction& log) {
+  if (tls == nullptr) return raw;
+  return kj::heap<internal::TlsListener>(kj::mv(raw), tls, timer, log);
+}
+
+// For the "listening on" line.
+std::string TlsDescription(const std::shared_ptr<internal::Tls>& tls) {
+  if (tls == nullptr) return "";
+  return tls->requires_client_certificate() ? ", TLS with client certificates" : ", TLS";
 }
 
 // The store's options from the flags, for `command`'s store in `ledgers_dir`; an error message
@@ -282,7 +342,8 @@ absl::StatusOr<StoreOptions> StoreOptionsFromFlags(const char* command,
 // "<what> listening on HOST:PORT <detail>" once both listen.
 template <typename Server>
 void ServeUntilSignal(kj::AsyncIoContext& io, Server& server, const std::string& what,
-                      const std::string& listen, uint16_t default_port, MetricsRegistry& registry,
+                      const std::string& listen, uint16_t default_port,
+                      const std::shared_ptr<internal::Tls>& tls, MetricsRegistry& registry,
                       const std::string& metrics_listen, uint16_t default_metrics_port,
                       const LogFunction& log, const std::string& detail,
                       const std::function<void(uint16_t port)>& on_listening = {}) {
@@ -302,10 +363,11 @@ void ServeUntilSignal(kj::AsyncIoContext& io, Server& server, const std::string&
     log(LogLevel::kInfo, absl::StrCat("serving metrics on http://", host(metrics_listen), ":",
                                       metrics_listener->getPort(), "/metrics"));
   }
-  kj::Own<kj::ConnectionReceiver> listener = listen_on(listen, default_port);
+  kj::Own<kj::ConnectionReceiver> listener =
+      Secure(listen_on(listen, default_port), tls, io.provider->getTimer(), log);
   server.Listen(*listener);
-  log(LogLevel::kInfo,
-      absl::StrCat(what, " listening on ", host(listen), ":", listener->getPort(), " ", detail));
+  log(LogLevel::kInfo, absl::StrCat(what, " listening on ", host(listen), ":",
+                                    listener->getPort(), " ", detail, TlsDescription(tls)));
   if (on_listening) on_listening(static_cast<uint16_t>(listener->getPort()));
   siginfo_t signal = io.unixEventPort.onSignal(SIGTERM)
                          .exclusiveJoin(io.unixEventPort.onSignal(SIGINT))
@@ -357,6 +419,7 @@ AutoRecoveryOptions AutoRecoveryOptionsFromFlags(const std::string& address, con
   options.heartbeat_timeout = std::chrono::milliseconds(absl::GetFlag(FLAGS_heartbeat_timeout_ms));
   options.replication.log = log;
   options.log = log;
+  options.tls = TlsFromFlags();
   return options;
 }
 
@@ -388,6 +451,8 @@ int RunStore() {
   if (absl::Status ok = CheckListen("store", listen); !ok.ok()) {
     return Fail(std::string(ok.message()));
   }
+  absl::StatusOr<std::shared_ptr<internal::Tls>> server_tls = ServerTlsFromFlags("store");
+  if (!server_tls.ok()) return Fail(std::string(server_tls.status().message()));
   const std::string metrics_listen = MetricsListenFlag(kDefaultMetricsPort);
 
   // Signals are captured before any thread exists (the store starts its own), so that every
@@ -474,7 +539,8 @@ int RunStore() {
       StoreNodeServer server(store->get(), node_options);
 
       ServeUntilSignal(
-          io, server, "store node", listen, kDefaultStorePort, registry, metrics_listen,
+          io, server, "store node", listen, kDefaultStorePort, *server_tls, registry,
+          metrics_listen,
           kDefaultMetricsPort, log,
           absl::StrCat("(data dir ", data_dir, ", metadata ", metadata ? metadata_dir : "none",
                        ", io engine ", (*store)->io_engine(), ")"),
@@ -581,6 +647,8 @@ int RunProxy() {
   if (absl::Status ok = CheckListen("proxy", listen); !ok.ok()) {
     return Fail(std::string(ok.message()));
   }
+  absl::StatusOr<std::shared_ptr<internal::Tls>> server_tls = ServerTlsFromFlags("proxy");
+  if (!server_tls.ok()) return Fail(std::string(server_tls.status().message()));
   const std::string metrics_listen = MetricsListenFlag(kDefaultProxyMetricsPort);
 
   kj::UnixEventPort::captureSignal(SIGTERM);
@@ -603,7 +671,8 @@ int RunProxy() {
                             : ConnectMetadataStore({.address = metadata_address,
                                                     .heartbeat_interval = heartbeat_interval,
                                                     .heartbeat_timeout = heartbeat_timeout,
-                                                    .log = log});
+                                                    .log = log,
+                                                    .tls = TlsFromFlags()});
     if (!m.ok()) {
       return absl::Status(m.status().code(),
                           absl::StrCat("connecting to the metadata service at ", metadata_address,
@@ -618,6 +687,7 @@ int RunProxy() {
       options.log = log;
       options.heartbeat_interval = heartbeat_interval;
       options.heartbeat_timeout = heartbeat_timeout;
+      options.tls = TlsFromFlags();
       if (replicated_stores == "registered") {
         options.candidates = [cluster = cluster->get(), log] {
           std::vector<std::string> addresses;
@@ -635,7 +705,8 @@ int RunProxy() {
       l = RemoteLedgerSet::Connect({.address = store_address,
                                     .heartbeat_interval = heartbeat_interval,
                                     .heartbeat_timeout = heartbeat_timeout,
-                                    .log = log});
+                                    .log = log,
+                                    .tls = TlsFromFlags()});
     }
     if (!l.ok()) {
       return absl::Status(l.status().code(),
@@ -680,10 +751,12 @@ int RunProxy() {
       log(LogLevel::kInfo, absl::StrCat("serving metrics on http://", host(metrics_listen), ":",
                                         metrics_listener->getPort(), "/metrics"));
     }
-    kj::Own<kj::ConnectionReceiver> listener = listen_on(listen, kDefaultProxyPort);
+    kj::Own<kj::ConnectionReceiver> listener =
+        Secure(listen_on(listen, kDefaultProxyPort), *server_tls, io.provider->getTimer(), log);
     log(LogLevel::kInfo,
         absl::StrCat("proxy listening on ", host(listen), ":", listener->getPort(), " (",
-                     ledgers_name, ", metadata ", metadata_address, ")"));
+                     ledgers_name, ", metadata ", metadata_address, TlsDescription(*server_tls),
+                     ")"));
     // In a cluster: the proxy registers itself, follows the registered store nodes, and serves
     // the topics of the bundles it owns.
     std::unique_ptr<NodeRegistration> registration;
@@ -872,6 +945,8 @@ int RunStandalone() {
   if (absl::Status ok = CheckListen("standalone", listen); !ok.ok()) {
     return Fail(std::string(ok.message()));
   }
+  absl::StatusOr<std::shared_ptr<internal::Tls>> server_tls = ServerTlsFromFlags("standalone");
+  if (!server_tls.ok()) return Fail(std::string(server_tls.status().message()));
   for (const std::string& dir : {data_dir, data_dir + "/ledgers"}) {
     if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
       return Fail(absl::StrCat("standalone: creating ", dir, ": ", std::strerror(errno)));
@@ -910,7 +985,7 @@ int RunStandalone() {
       RegisterStoreMetrics(registry, store->get());
       CountedMetadataStore counted_metadata(metadata->get(), registry);
       ProxyServer server(store->get(), &counted_metadata, io.provider->getTimer(), proxy_options);
-      ServeUntilSignal(io, server, "proxy", listen, kDefaultProxyPort, registry,
+      ServeUntilSignal(io, server, "proxy", listen, kDefaultProxyPort, *server_tls, registry,
                        MetricsListenFlag(kDefaultProxyMetricsPort), kDefaultProxyMetricsPort, log,
                        absl::StrCat("(standalone, data dir ", data_dir, ", io engine ",
                                     (*store)->io_engine(), ")"));

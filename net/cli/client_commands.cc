@@ -91,6 +91,7 @@ absl::StatusOr<std::unique_ptr<Client>> Connect() {
   options.heartbeat_interval =
       std::chrono::milliseconds(absl::GetFlag(FLAGS_heartbeat_interval_ms));
   options.heartbeat_timeout = std::chrono::milliseconds(absl::GetFlag(FLAGS_heartbeat_timeout_ms));
+  options.tls = TlsFromFlags();
   options.log = [](LogLevel level, std::string_view message) {
     absl::FPrintF(stderr, "cairn: %s: %s\n", LogLevelName(level), message);
   };

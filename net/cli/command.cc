@@ -3,6 +3,11 @@
 // The list of subcommands and their help.
 #include "command.h"
 
+#include <algorithm>
+#include <iterator>
+#include <string_view>
+#include <vector>
+
 #include "absl/strings/str_format.h"
 
 namespace cairn::cli {
@@ -20,7 +25,7 @@ namespace {
   "already done to other ledgers stays done). The store must not be in use: a store held\n"     \
   "open by a running process is refused (exit status 2).\n"
 
-const Command kCommands[] = {
+const Command kCommandsAsWritten[] = {
     {
         .name = "verify",
         .summary = "Check every batch of a store against its checksum and batch index",
@@ -405,9 +410,30 @@ const Command kCommands[] = {
 
 #undef CAIRN_CLI_OPEN_NOTE
 
+// Every command that reaches a proxy or a store node takes the TLS flags too.
+std::vector<Command> WithTlsFlags() {
+  std::vector<Command> commands(std::begin(kCommandsAsWritten), std::end(kCommandsAsWritten));
+  for (Command& command : commands) {
+    const bool remote = std::any_of(command.flags.begin(), command.flags.end(),
+                                    [](const FlagUse& use) {
+                                      return std::string_view(use.name) == "proxy" ||
+                                             std::string_view(use.name) == "metadata";
+                                    });
+    if (!remote) continue;
+    command.flags.push_back({"tls_ca", "FILE", false});
+    command.flags.push_back({"tls_cert", "FILE", false});
+    command.flags.push_back({"tls_key", "FILE", false});
+    command.flags.push_back({"tls_server_name", "NAME", false});
+  }
+  return commands;
+}
+
 }  // namespace
 
-std::span<const Command> Commands() { return kCommands; }
+std::span<const Command> Commands() {
+  static const std::vector<Command> commands = WithTlsFlags();
+  return commands;
+}
 
 std::string Bytes(uint64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};

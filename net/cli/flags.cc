@@ -1,6 +1,8 @@
 // Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
 #include "flags.h"
 
+#include <cstdlib>
+
 #include "absl/flags/flag.h"
 
 ABSL_FLAG(std::vector<std::string>, data_dir, {},
@@ -15,6 +17,17 @@ ABSL_FLAG(std::string, proxy, "127.0.0.1:7020",
           "host:port of the proxy (cairnd proxy or cairnd standalone); in a cluster, several "
           "separated by commas: the first that answers is used, and each topic is followed to "
           "the proxy that serves it.");
+ABSL_FLAG(std::string, tls_ca, "",
+          "TLS to the proxy or store node: the certificate authorities (PEM file) its "
+          "certificate must be signed by; default: $CAIRN_TLS_CA. Empty: no TLS.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "With --tls-ca: this client's certificate (PEM file), for servers that require one "
+          "(mutual TLS); default: $CAIRN_TLS_CERT.");
+ABSL_FLAG(std::string, tls_key, "",
+          "With --tls-cert: its private key (PEM file); default: $CAIRN_TLS_KEY.");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "With --tls-ca: the name the server's certificate must carry (default: "
+          "$CAIRN_TLS_SERVER_NAME, else the host of the address dialled).");
 ABSL_FLAG(uint64_t, reconnect_timeout_ms, 30000,
           "After losing the proxy, try to reconnect for this long before failing the sends "
           "and receives that wait for it.");
@@ -102,6 +115,29 @@ namespace cairn::cli {
 absl::Flag<std::vector<std::string>>* RepeatableFlag(std::string_view name) {
   if (name == "data_dir") return &FLAGS_data_dir;
   return nullptr;
+}
+
+}  // namespace cairn::cli
+
+namespace cairn::cli {
+
+namespace {
+// The flag's value, else the environment variable's, else "".
+std::string FlagOrEnv(const absl::Flag<std::string>& flag, const char* variable) {
+  std::string value = absl::GetFlag(flag);
+  if (!value.empty()) return value;
+  const char* env = std::getenv(variable);
+  return env == nullptr ? "" : env;
+}
+}  // namespace
+
+net::TlsOptions TlsFromFlags() {
+  net::TlsOptions tls;
+  tls.ca_file = FlagOrEnv(FLAGS_tls_ca, "CAIRN_TLS_CA");
+  tls.cert_file = FlagOrEnv(FLAGS_tls_cert, "CAIRN_TLS_CERT");
+  tls.key_file = FlagOrEnv(FLAGS_tls_key, "CAIRN_TLS_KEY");
+  tls.server_name = FlagOrEnv(FLAGS_tls_server_name, "CAIRN_TLS_SERVER_NAME");
+  return tls;
 }
 
 }  // namespace cairn::cli

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/flags/declare.h"
+#include "cairn/net/tls.h"
 
 ABSL_DECLARE_FLAG(std::vector<std::string>, data_dir);
 ABSL_DECLARE_FLAG(std::string, journal_dir);
@@ -18,6 +19,10 @@ ABSL_DECLARE_FLAG(bool, json);
 ABSL_DECLARE_FLAG(std::string, proxy);
 ABSL_DECLARE_FLAG(std::string, to);
 ABSL_DECLARE_FLAG(uint64_t, reconnect_timeout_ms);
+ABSL_DECLARE_FLAG(std::string, tls_ca);
+ABSL_DECLARE_FLAG(std::string, tls_cert);
+ABSL_DECLARE_FLAG(std::string, tls_key);
+ABSL_DECLARE_FLAG(std::string, tls_server_name);
 ABSL_DECLARE_FLAG(uint64_t, heartbeat_interval_ms);
 ABSL_DECLARE_FLAG(uint64_t, heartbeat_timeout_ms);
 ABSL_DECLARE_FLAG(std::string, file);
@@ -58,5 +63,8 @@ namespace cairn::cli {
 // Flags that may be given more than once, each occurrence adding one value (commas are not
 // separators, so a path may hold one). Returns null if `name` is not such a flag.
 absl::Flag<std::vector<std::string>>* RepeatableFlag(std::string_view name);
+
+// TLS to proxies and store nodes: --tls-* or, for each left empty, $CAIRN_TLS_*.
+net::TlsOptions TlsFromFlags();
 
 }  // namespace cairn::cli

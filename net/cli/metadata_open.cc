@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "cairn/net/remote_metadata_store.h"
+#include "flags.h"
 #if CAIRN_HAVE_ZOOKEEPER
 #include "cairn/zookeeper_metadata.h"
 #endif
@@ -32,6 +33,7 @@ absl::StatusOr<std::unique_ptr<MetadataStore>> OpenMetadataStore(const std::stri
   net::RemoteMetadataStoreOptions options;
   options.address = address;
   options.log = warnings;
+  options.tls = TlsFromFlags();
   return net::ConnectMetadataStore(options);
 }
 

@@ -47,7 +47,7 @@ kj::Promise<std::shared_ptr<NodeLink>> ClientLoop::Connected() {
 
 kj::Promise<std::shared_ptr<NodeLink>> ClientLoop::Connect() {
   return ConnectAndPing(
-             thread_->io(), options_.address, options_.connect_timeout,
+             thread_->io(), options_.address, options_.connect_timeout, options_.tls,
              [](RpcConnection& connection) {
                return connection.Bootstrap<rpc::StoreNode>().pingRequest().send().ignoreResult();
              })

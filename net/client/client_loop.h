@@ -36,6 +36,7 @@ struct ClientLoopOptions {
   LogFunction log;
   // What the client is, for messages: "remote ledger", "remote metadata".
   std::string what;
+  std::shared_ptr<Tls> tls;  // null: plaintext
 };
 
 // One connection made to the store node, and the node's capability on it. Whatever holds

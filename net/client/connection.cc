@@ -48,11 +48,15 @@ ClientConnection::ClientConnection(const ClientOptions& options, std::string top
 
 absl::StatusOr<std::unique_ptr<ClientConnection>> ClientConnection::Connect(
     const ClientOptions& options, std::string topic) {
+  absl::StatusOr<std::shared_ptr<internal::Tls>> tls =
+      internal::Tls::LoadIfEnabled(options.tls, internal::Tls::Side::kClient);
+  if (!tls.ok()) return tls.status();
   absl::StatusOr<std::unique_ptr<NetworkThread>> thread =
       NetworkThread::Start("the cairn client", options.log);
   if (!thread.ok()) return thread.status();
   auto connection = std::unique_ptr<ClientConnection>(
       new ClientConnection(options, std::move(topic), *std::move(thread)));
+  connection->tls_ = *std::move(tls);
   absl::Status connected = connection->thread_->CallVoid([&self = *connection] {
     return self.ConnectAndPing(self.options_.connect_timeout)
         .then([&self](kj::Own<RpcConnection> rpc) { self.Install(kj::mv(rpc)); });
@@ -100,9 +104,13 @@ kj::Promise<kj::Own<RpcConnection>> ClientConnection::ConnectAndPing(
 
 kj::Promise<kj::Own<RpcConnection>> ClientConnection::PingOne(const std::string& address,
                                                               std::chrono::milliseconds timeout) {
-  return internal::ConnectAndPing(thread_->io(), address, timeout, [](RpcConnection& connection) {
-    return connection.Bootstrap<rpc::Proxy>().pingRequest().send().ignoreResult();
-  });
+  return internal::ConnectAndPing(thread_->io(), address, timeout, tls_,
+                                  [](RpcConnection& connection) {
+                                    return connection.Bootstrap<rpc::Proxy>()
+                                        .pingRequest()
+                                        .send()
+                                        .ignoreResult();
+                                  });
 }
 
 kj::Promise<kj::Own<RpcConnection>> ClientConnection::ConnectFrom(

@@ -134,6 +134,7 @@ class ClientConnection {
 
   // Any thread: set before the client is handed out, read-only after.
   const ClientOptions options_;
+  std::shared_ptr<internal::Tls> tls_;  // null: plaintext; set before the first connection
   const std::string topic_;                  // bound to it, if not empty
   const std::vector<std::string> proxies_;   // options_.address, split at commas
   const std::unique_ptr<NetworkThread> thread_;

@@ -77,11 +77,13 @@ void Heartbeat::Lose(absl::Status status) {
 
 kj::Promise<kj::Own<RpcConnection>> ConnectAndPing(
     kj::AsyncIoProvider& io, const std::string& address, std::chrono::milliseconds timeout,
-    std::function<kj::Promise<void>(RpcConnection&)> ping) {
+    std::shared_ptr<Tls> tls, std::function<kj::Promise<void>(RpcConnection&)> ping) {
+  const bool plaintext = tls == nullptr;
+  const bool anonymous = tls != nullptr && !tls->has_certificate();
   kj::Timer& timer = io.getTimer();
   const kj::TimePoint deadline = timer.now() + timeout.count() * kj::MILLISECONDS;
-  return RpcConnection::Connect(io, address, timeout)
-      .then([&timer, deadline, address, timeout,
+  return RpcConnection::Connect(io, address, timeout, std::move(tls))
+      .then([&timer, deadline, address, timeout, plaintext, anonymous,
              ping = std::move(ping)](kj::Own<RpcConnection> connection) {
         kj::Promise<bool> answered =
             AnswerUnimplemented(kj::evalNow([&] { return ping(*connection); }))
@@ -99,9 +101,19 @@ kj::Promise<kj::Own<RpcConnection>> ConnectAndPing(
               }
               return kj::mv(connection);
             },
-            [address](kj::Exception&& e) -> kj::Own<RpcConnection> {
-              kj::throwFatalException(
-                  StatusToException(ConnectError(address, ExceptionToStatus(e))));
+            [address, plaintext, anonymous](kj::Exception&& e) -> kj::Own<RpcConnection> {
+              absl::Status cause = ExceptionToStatus(e);
+              if (e.getType() == kj::Exception::Type::DISCONNECTED && (plaintext || anonymous)) {
+                // What a server that requires TLS does to a plaintext client's first message,
+                // and one that requires client certificates to a client without one.
+                cause = absl::UnavailableError(absl::StrCat(
+                    cause.message(),
+                    plaintext ? " (closed before answering: if the server requires TLS, give "
+                                "its certificate authority, --tls-ca)"
+                              : " (closed before answering: if the server requires client "
+                                "certificates, give one, --tls-cert and --tls-key)"));
+              }
+              kj::throwFatalException(StatusToException(ConnectError(address, cause)));
             });
       });
 }

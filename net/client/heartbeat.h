@@ -79,8 +79,9 @@ class Heartbeat {
 // new connection, all within `timeout`: the kernel completes connections to a process that is
 // stopped or still starting, so a connection alone proves nothing. Fails with kUnavailable
 // (ConnectError). A peer from before pings, which answers UNIMPLEMENTED, counts as answering.
+// With `tls`, the connection is a TLS one (RpcConnection::Connect).
 kj::Promise<kj::Own<RpcConnection>> ConnectAndPing(
     kj::AsyncIoProvider& io, const std::string& address, std::chrono::milliseconds timeout,
-    std::function<kj::Promise<void>(RpcConnection&)> ping);
+    std::shared_ptr<Tls> tls, std::function<kj::Promise<void>(RpcConnection&)> ping);
 
 }  // namespace cairn::net::internal

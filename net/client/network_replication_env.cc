@@ -7,7 +7,7 @@ namespace cairn::net::internal {
 
 NetworkReplicationEnv::NetworkReplicationEnv(NetworkThread& thread, MetadataStore* metadata,
                                              std::function<std::vector<std::string>()> candidates,
-                                             NodeConnectionTimeouts timeouts, LogFunction log)
+                                             NodeConnectionOptions timeouts, LogFunction log)
     : thread_(thread),
       metadata_(metadata),
       candidates_(std::move(candidates)),

@@ -23,7 +23,7 @@ class NetworkReplicationEnv final : public ReplicationEnv {
  public:
   NetworkReplicationEnv(NetworkThread& thread, MetadataStore* metadata,
                         std::function<std::vector<std::string>()> candidates,
-                        NodeConnectionTimeouts timeouts, LogFunction log);
+                        NodeConnectionOptions timeouts, LogFunction log);
   ~NetworkReplicationEnv() override;
 
   int64_t NowUs() override;
@@ -39,7 +39,7 @@ class NetworkReplicationEnv final : public ReplicationEnv {
   NetworkThread& thread_;
   MetadataStore* const metadata_;
   const std::function<std::vector<std::string>()> candidates_;
-  const NodeConnectionTimeouts timeouts_;
+  const NodeConnectionOptions timeouts_;
   const LogFunction log_;
   std::map<std::string, std::unique_ptr<ReplicaNodeConnection>, std::less<>> nodes_;
   std::mt19937_64 random_{std::random_device{}()};

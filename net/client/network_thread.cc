@@ -212,8 +212,8 @@ void NetworkThread::Main(std::promise<void>& ready) {
   if (!signalled) ready.set_value();
 }
 
-RpcConnection::RpcConnection(kj::Own<kj::AsyncIoStream> stream)
-    : stream_(kj::heap<internal::ReadAheadStream>(kj::mv(stream))) {
+RpcConnection::RpcConnection(kj::Own<kj::AsyncIoStream> stream, kj::Maybe<int> fd)
+    : stream_(kj::heap<internal::ReadAheadStream>(kj::mv(stream))), fd_(fd) {
   capnp::ReaderOptions limits;
   limits.traversalLimitInWords = kMaxMessageBytes / sizeof(capnp::word);
   network_ =
@@ -228,7 +228,7 @@ RpcConnection::~RpcConnection() {
 }
 
 void RpcConnection::Abort() {
-  KJ_IF_MAYBE (fd, stream_->getFd()) {
+  KJ_IF_MAYBE (fd, fd_) {
     // Wakes the RPC system's pending read with the end of the stream.
     ::shutdown(*fd, SHUT_RDWR);
   }
@@ -248,17 +248,33 @@ capnp::Capability::Client RpcConnection::BootstrapCap() {
 
 kj::Promise<kj::Own<RpcConnection>> RpcConnection::Connect(kj::AsyncIoProvider& io,
                                                            const std::string& address,
-                                                           std::chrono::milliseconds timeout) {
+                                                           std::chrono::milliseconds timeout,
+                                                           std::shared_ptr<internal::Tls> tls) {
+  struct Connected {
+    kj::Own<kj::AsyncIoStream> stream;
+    kj::Maybe<int> fd;
+  };
+  kj::Promise<Connected> connected =
+      io.getNetwork()
+          .parseAddress(kj::StringPtr(address.c_str()))
+          .then([](kj::Own<kj::NetworkAddress> parsed) {
+            return parsed->connect().attach(kj::mv(parsed));
+          })
+          .then([address, tls = std::move(tls)](
+                    kj::Own<kj::AsyncIoStream> stream) -> kj::Promise<Connected> {
+            kj::Maybe<int> fd = stream->getFd();
+            if (tls == nullptr) return Connected{kj::mv(stream), fd};
+            return tls->Connect(kj::mv(stream), address)
+                .then([fd](kj::Own<kj::AsyncIoStream> secured) {
+                  return Connected{kj::mv(secured), fd};
+                })
+                .attach(kj::cp(tls));
+          });
   return io.getTimer()
-      .timeoutAfter(timeout.count() * kj::MILLISECONDS,
-                    io.getNetwork()
-                        .parseAddress(kj::StringPtr(address.c_str()))
-                        .then([](kj::Own<kj::NetworkAddress> parsed) {
-                          return parsed->connect().attach(kj::mv(parsed));
-                        }))
+      .timeoutAfter(timeout.count() * kj::MILLISECONDS, kj::mv(connected))
       .then(
-          [](kj::Own<kj::AsyncIoStream> stream) {
-            return kj::heap<RpcConnection>(kj::mv(stream));
+          [](Connected connection) {
+            return kj::heap<RpcConnection>(kj::mv(connection.stream), connection.fd);
           },
           [address](kj::Exception&& exception) -> kj::Own<RpcConnection> {
             kj::throwFatalException(

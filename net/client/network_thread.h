@@ -27,6 +27,7 @@
 #include "capnp/rpc-twoparty.h"
 #include "kj/async-io.h"
 #include "net/net_status.h"
+#include "net/tls.h"
 #include "src/util/mutex.h"
 
 namespace cairn::net {
@@ -130,12 +131,15 @@ class NetworkThread final : public kj::TaskSet::ErrorHandler {
 // obtained through it before it.
 class RpcConnection {
  public:
-  // Connects to "host:port" within `timeout`. Fails with kUnavailable ("cannot connect to ...").
+  // Connects to "host:port" within `timeout`, the TLS handshake included when `tls` is set.
+  // Fails with kUnavailable ("cannot connect to ...").
   static kj::Promise<kj::Own<RpcConnection>> Connect(kj::AsyncIoProvider& io,
                                                      const std::string& address,
-                                                     std::chrono::milliseconds timeout);
+                                                     std::chrono::milliseconds timeout,
+                                                     std::shared_ptr<internal::Tls> tls);
 
-  RpcConnection(kj::Own<kj::AsyncIoStream> stream);
+  // `fd`: the socket under `stream` (which may be a TLS stream over it), for Abort.
+  RpcConnection(kj::Own<kj::AsyncIoStream> stream, kj::Maybe<int> fd);
   ~RpcConnection();
 
   // The server's bootstrap capability.
@@ -156,6 +160,7 @@ class RpcConnection {
   capnp::Capability::Client BootstrapCap();
 
   kj::Own<kj::AsyncIoStream> stream_;
+  kj::Maybe<int> fd_;
   kj::Own<capnp::TwoPartyVatNetwork> network_;
   kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc_system_;
 };

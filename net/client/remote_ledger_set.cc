@@ -30,6 +30,7 @@ namespace {
 
 using internal::ClientLoop;
 using internal::NodeLink;
+using internal::Tls;
 
 // Bytes of appends sent and not answered, for one connection: AppendAsync waits beyond
 // kMaxClientInFlightBytes, as a local store's does. Thread-safe.
@@ -535,13 +536,17 @@ absl::StatusOr<bool> AskDurability(ClientLoop& loop) {
 
 absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> RemoteLedgerSet::Connect(
     const RemoteLedgerSetOptions& options) {
+  absl::StatusOr<std::shared_ptr<Tls>> tls =
+      Tls::LoadIfEnabled(options.tls, Tls::Side::kClient);
+  if (!tls.ok()) return tls.status();
   absl::StatusOr<std::unique_ptr<ClientLoop>> loop =
       ClientLoop::Start({.address = options.address,
                          .connect_timeout = options.connect_timeout,
                          .heartbeat_interval = options.heartbeat_interval,
                          .heartbeat_timeout = options.heartbeat_timeout,
                          .log = options.log,
-                         .what = "remote ledger"});
+                         .what = "remote ledger",
+                         .tls = *std::move(tls)});
   if (!loop.ok()) return loop.status();
   absl::StatusOr<bool> durable = AskDurability(**loop);
   if (!durable.ok()) return durable.status();

@@ -20,6 +20,7 @@ namespace {
 
 using internal::ClientLoop;
 using internal::NodeLink;
+using internal::Tls;
 
 capnp::Data::Reader Bytes(std::string_view bytes) {
   return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size());
@@ -138,13 +139,17 @@ class RemoteMetadataStore final : public MetadataStore {
 
 absl::StatusOr<std::unique_ptr<MetadataStore>> ConnectMetadataStore(
     const RemoteMetadataStoreOptions& options) {
+  absl::StatusOr<std::shared_ptr<Tls>> tls =
+      Tls::LoadIfEnabled(options.tls, Tls::Side::kClient);
+  if (!tls.ok()) return tls.status();
   absl::StatusOr<std::unique_ptr<ClientLoop>> loop =
       ClientLoop::Start({.address = options.address,
                          .connect_timeout = options.connect_timeout,
                          .heartbeat_interval = options.heartbeat_interval,
                          .heartbeat_timeout = options.heartbeat_timeout,
                          .log = options.log,
-                         .what = "remote metadata"});
+                         .what = "remote metadata",
+                         .tls = *std::move(tls)});
   if (!loop.ok()) return loop.status();
   // Asked for, and waited for, now: a node that hosts no metadata store is an error of the
   // connect rather than of every later call.

@@ -29,7 +29,7 @@ kj::Promise<void> SendAdd(rpc::StoreNode::Client& node, const ReplicaAdd& add) {
 }  // namespace
 
 ReplicaNodeConnection::ReplicaNodeConnection(NetworkThread& thread, std::string address,
-                                             NodeConnectionTimeouts timeouts, LogFunction log)
+                                             NodeConnectionOptions timeouts, LogFunction log)
     : thread_(thread), address_(std::move(address)), timeouts_(timeouts), log_(std::move(log)) {}
 
 ReplicaNodeConnection::~ReplicaNodeConnection() {
@@ -70,7 +70,7 @@ void ReplicaNodeConnection::Connect() {
   auto alive = alive_;
   thread_.tasks().add(
       ConnectAndPing(
-          thread_.io(), address_, timeouts_.connect,
+          thread_.io(), address_, timeouts_.connect, timeouts_.tls,
           [](RpcConnection& connection) {
             return connection.Bootstrap<rpc::StoreNode>().pingRequest().send().ignoreResult();
           })

@@ -30,18 +30,19 @@
 
 namespace cairn::net::internal {
 
-// How long a connection to a node may take to make, and how its heartbeats go (as
-// ReplicatedLedgerSetOptions').
-struct NodeConnectionTimeouts {
+// How long a connection to a node may take to make, how its heartbeats go (as
+// ReplicatedLedgerSetOptions'), and its TLS.
+struct NodeConnectionOptions {
   std::chrono::milliseconds connect = std::chrono::seconds(5);
   std::chrono::milliseconds heartbeat_interval = std::chrono::milliseconds(500);  // 0: none
   std::chrono::milliseconds heartbeat_timeout = std::chrono::seconds(2);
+  std::shared_ptr<Tls> tls;  // null: plaintext
 };
 
 class ReplicaNodeConnection final : public ReplicaNodeClient {
  public:
   ReplicaNodeConnection(NetworkThread& thread, std::string address,
-                        NodeConnectionTimeouts timeouts, LogFunction log);
+                        NodeConnectionOptions timeouts, LogFunction log);
   ~ReplicaNodeConnection() override;
 
   void Add(const ReplicaAdd& add, std::function<void(absl::Status)> done) override;
@@ -89,7 +90,7 @@ class ReplicaNodeConnection final : public ReplicaNodeClient {
 
   NetworkThread& thread_;
   const std::string address_;
-  const NodeConnectionTimeouts timeouts_;
+  const NodeConnectionOptions timeouts_;
   const LogFunction log_;
   // Behind a unique_ptr: kj::Own's destructor may throw, which an override of a noexcept
   // destructor must not.

@@ -481,6 +481,9 @@ absl::StatusOr<std::unique_ptr<ReplicatedLedgerSet>> ReplicatedLedgerSet::Open(
   if (options.stores.empty() && !options.candidates) {
     return absl::InvalidArgumentError("a replicated ledger set needs store nodes");
   }
+  absl::StatusOr<std::shared_ptr<internal::Tls>> tls =
+      internal::Tls::LoadIfEnabled(options.tls, internal::Tls::Side::kClient);
+  if (!tls.ok()) return tls.status();
   auto shared = std::make_shared<Shared>();
   shared->options = options;
   absl::StatusOr<std::unique_ptr<NetworkThread>> thread =
@@ -491,9 +494,10 @@ absl::StatusOr<std::unique_ptr<ReplicatedLedgerSet>> ReplicatedLedgerSet::Open(
   if (!candidates) candidates = [stores = options.stores] { return stores; };
   shared->env = std::make_unique<NetworkReplicationEnv>(
       *shared->thread, options.metadata, std::move(candidates),
-      internal::NodeConnectionTimeouts{.connect = options.connect_timeout,
+      internal::NodeConnectionOptions{.connect = options.connect_timeout,
                                        .heartbeat_interval = options.heartbeat_interval,
-                                       .heartbeat_timeout = options.heartbeat_timeout},
+                                       .heartbeat_timeout = options.heartbeat_timeout,
+                                       .tls = *std::move(tls)},
       options.log);
   return std::make_unique<ReplicatedLedgerSetImpl>(std::move(shared));
 }

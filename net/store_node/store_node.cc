@@ -489,43 +489,16 @@ class StoreNodeImpl final : public rpc::StoreNode::Server {
 
 }  // namespace
 
-struct StoreNodeServer::Impl final : public kj::TaskSet::ErrorHandler {
+struct StoreNodeServer::Impl {
   Impl(Store* store, const StoreNodeOptions& options)
       : node(store, options),
-        listeners(kj::heap<kj::TaskSet>(*this)),
-        connections(kj::heap<kj::TaskSet>(*this)) {}
-
-  void taskFailed(kj::Exception&& exception) override {
-    node.log(LogLevel::kWarning,
-             absl::StrCat("store node: ", ExceptionToStatus(exception).ToString()));
-  }
-
-  kj::Promise<void> AcceptLoop(kj::ConnectionReceiver& listener) {
-    return listener.accept().then([this, &listener](kj::Own<kj::AsyncIoStream> stream) {
-      if (shutting_down) return kj::Promise<void>(kj::READY_NOW);
-      Accept(kj::mv(stream));
-      return AcceptLoop(listener);
-    });
-  }
-
-  // The connection lives until it disconnects, or until `connections` is cleared.
-  void Accept(kj::Own<kj::AsyncIoStream> stream) {
-    if (shutting_down || connections.get() == nullptr) return;
-    auto connection = kj::heap<Connection>(kj::mv(stream), kj::heap<StoreNodeImpl>(node));
-    kj::Promise<void> disconnected = connection->network.onDisconnect();
-    connections->add(disconnected.attach(kj::mv(connection), node.metrics.OpenConnection()));
-  }
-
-  // Dropping a task set cancels its tasks: the accept loops, or the connections with them.
-  void DropConnections() {
-    listeners = nullptr;
-    connections = nullptr;
-  }
+        connections([this]() -> capnp::Capability::Client { return kj::heap<StoreNodeImpl>(node); },
+                    options.log, "store node",
+                    [this]() -> std::shared_ptr<void> { return node.metrics.OpenConnection(); }) {}
 
   Node node;
-  kj::Own<kj::TaskSet> listeners;
-  kj::Own<kj::TaskSet> connections;
-  bool shutting_down = false;
+  // After the node: their capabilities borrow it.
+  internal::ConnectionSet connections;
 };
 
 StoreNodeServer::StoreNodeServer(Store* store, const StoreNodeOptions& options)
@@ -533,23 +506,21 @@ StoreNodeServer::StoreNodeServer(Store* store, const StoreNodeOptions& options)
 
 StoreNodeServer::~StoreNodeServer() {
   // Connections first: their capabilities borrow the node.
-  impl_->DropConnections();
+  impl_->connections.DropAll();
   impl_->node.blocking.Stop();
   impl_->node.waits.Stop();
 }
 
 void StoreNodeServer::Listen(kj::ConnectionReceiver& listener) {
-  if (impl_->shutting_down) return;
-  impl_->listeners->add(impl_->AcceptLoop(listener));
+  impl_->connections.Listen(listener);
 }
 
 void StoreNodeServer::Accept(kj::Own<kj::AsyncIoStream> connection) {
-  impl_->Accept(kj::mv(connection));
+  impl_->connections.Accept(kj::mv(connection));
 }
 
 kj::Promise<void> StoreNodeServer::Shutdown() {
-  impl_->shutting_down = true;
-  impl_->DropConnections();
+  impl_->connections.DropAll();
   return impl_->node.WhenIdle().then([this]() {
     // Waits run at most kMaxWaitSliceUs, other calls as long as the store takes.
     impl_->node.replicas.Stop();

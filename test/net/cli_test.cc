@@ -659,7 +659,7 @@ TEST_CASE("cli: replicated-ledgers lists and shows records from a store node's m
   Fixture f;
   net::testing::Daemon node(f.temp.path() + "/node", f.temp.path() + "/cairnd.log");
   absl::StatusOr<std::unique_ptr<MetadataStore>> metadata =
-      net::ConnectMetadataStore({.address = node.address(), .log = NullLog()});
+      net::ConnectMetadataStore({.address = node.address(), .log = NullLog(), .tls = {}});
   REQUIRE(metadata.ok());
 
   // None yet: an empty listing is not an error.

@@ -377,9 +377,9 @@ TEST_CASE(
               ->CallVoid([&] {
                 connection = std::make_unique<internal::ReplicaNodeConnection>(
                     *thread, node.address(),
-                    internal::NodeConnectionTimeouts{.connect = milliseconds(500),
+                    internal::NodeConnectionOptions{.connect = milliseconds(500),
                                                      .heartbeat_interval = milliseconds(100),
-                                                     .heartbeat_timeout = milliseconds(400)},
+                                                     .heartbeat_timeout = milliseconds(400), .tls = {}},
                     NullLog());
               })
               .ok());

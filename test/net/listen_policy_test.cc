@@ -18,21 +18,23 @@ namespace {
 
 using cairn::testing::TempDir;
 
-TEST_CASE("listen policy: loopback only, unless insecure", "[net][security]") {
+TEST_CASE("listen policy: loopback only, unless clients are authenticated or insecure", "[net][security]") {
   for (const char* loopback : {"127.0.0.1:7020", "127.1.2.3:0", "localhost:7020", "[::1]:7020",
                                "::1", "127.0.0.1"}) {
     INFO(loopback);
     CHECK(IsLoopbackAddress(loopback));
-    CHECK(CheckListenAddress("--listen", loopback, false).ok());
+    CHECK(CheckListenAddress("--listen", loopback, false, false).ok());
   }
   for (const char* beyond : {"0.0.0.0:7020", "10.77.0.20:7120", "[::]:7020", "*:7020",
                              "example.org:7020", "128.0.0.1:1", "[::ffff:127.0.0.1]:1", ""}) {
     INFO(beyond);
     CHECK_FALSE(IsLoopbackAddress(beyond));
-    const absl::Status refused = CheckListenAddress("--listen", beyond, false);
+    const absl::Status refused = CheckListenAddress("--listen", beyond, false, false);
     CHECK(absl::IsFailedPrecondition(refused));
     CHECK(refused.message().find("--insecure") != std::string_view::npos);
-    CHECK(CheckListenAddress("--listen", beyond, true).ok());
+    CHECK(refused.message().find("--tls-require-client-cert") != std::string_view::npos);
+    CHECK(CheckListenAddress("--listen", beyond, true, false).ok());
+    CHECK(CheckListenAddress("--listen", beyond, false, true).ok());
   }
 }
 

@@ -62,7 +62,7 @@ struct Cluster {
   // The store nodes of the last fragment of the newest replicated ledger.
   std::vector<std::string> NewestEnsemble() const {
     absl::StatusOr<std::unique_ptr<MetadataStore>> store =
-        ConnectMetadataStore({.address = metadata->address(), .log = NullLog()});
+        ConnectMetadataStore({.address = metadata->address(), .log = NullLog(), .tls = {}});
     REQUIRE(store.ok());
     absl::StatusOr<std::vector<std::string>> keys = (*store)->List(kReplicatedLedgerPrefix);
     REQUIRE(keys.ok());
@@ -78,7 +78,7 @@ struct Cluster {
   // record, "streams/<topic>-partition-0", lists them).
   std::vector<ReplicatedLedgerRecord> TopicLedgers(const std::string& topic) const {
     absl::StatusOr<std::unique_ptr<MetadataStore>> store =
-        ConnectMetadataStore({.address = metadata->address(), .log = NullLog()});
+        ConnectMetadataStore({.address = metadata->address(), .log = NullLog(), .tls = {}});
     REQUIRE(store.ok());
     absl::StatusOr<VersionedValue> stream = (*store)->Get("streams/" + topic + "-partition-0");
     REQUIRE(stream.ok());

@@ -59,6 +59,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cairn/log.h"
+#include "cairn/net/tls.h"
 
 namespace cairn::net {
 
@@ -82,6 +83,9 @@ struct ClientOptions {
   std::chrono::milliseconds heartbeat_interval = std::chrono::milliseconds(500);
   std::chrono::milliseconds heartbeat_timeout = std::chrono::seconds(2);
   LogFunction log = StderrLog();
+  // TLS to the proxies (off unless tls.ca_file is set). A file that cannot be read fails
+  // Client::Connect with kInvalidArgument.
+  TlsOptions tls;
 };
 
 // The offset of a MessageId for a message that was stored by an earlier send whose answer was

@@ -33,6 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "cairn/log.h"
+#include "cairn/net/tls.h"
 #include "cairn/store.h"
 
 namespace cairn::net {
@@ -51,6 +52,9 @@ struct RemoteLedgerSetOptions {
   std::chrono::milliseconds heartbeat_interval = std::chrono::milliseconds(500);
   std::chrono::milliseconds heartbeat_timeout = std::chrono::seconds(2);
   LogFunction log = StderrLog();
+  // TLS to the store nodes (off unless tls.ca_file is set); a file that cannot be read fails
+  // the connect with kInvalidArgument.
+  TlsOptions tls;
 };
 
 // Thread-safe. Writers and readers it opened must be destroyed before it.

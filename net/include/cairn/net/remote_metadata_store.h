@@ -31,6 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "cairn/log.h"
+#include "cairn/net/tls.h"
 #include "cairn/metadata.h"
 
 namespace cairn::net {
@@ -49,6 +50,9 @@ struct RemoteMetadataStoreOptions {
   std::chrono::milliseconds heartbeat_interval = std::chrono::milliseconds(500);
   std::chrono::milliseconds heartbeat_timeout = std::chrono::seconds(2);
   LogFunction log = StderrLog();
+  // TLS to the store nodes (off unless tls.ca_file is set); a file that cannot be read fails
+  // the connect with kInvalidArgument.
+  TlsOptions tls;
 };
 
 // Connects to the store node and asks for its metadata service. kUnavailable if the node cannot

@@ -30,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "cairn/log.h"
+#include "cairn/net/tls.h"
 #include "cairn/metadata.h"
 #include "cairn/replicated_ledger.h"
 #include "cairn/store.h"
@@ -57,6 +58,9 @@ struct ReplicatedLedgerSetOptions {
   // Whether the nodes store with sync durability (LedgerSet::acknowledged_means_durable).
   bool acknowledged_means_durable = true;
   LogFunction log = StderrLog();
+  // TLS to the store nodes (off unless tls.ca_file is set); a file that cannot be read fails
+  // the connect with kInvalidArgument.
+  TlsOptions tls;
 };
 
 class ReplicatedLedgerSet : public LedgerSet {
