@@ -125,6 +125,11 @@ struct RateSample {
 };
 constexpr size_t kRateSamples = 6;
 
+// How long a receive that found nothing waits before it looks again when nothing woke it: for
+// what no call on this proxy's loop announces (a consumer that went away, sends made through
+// another proxy). Sends and acknowledging calls here wake it at once.
+constexpr kj::Duration kReceivePoll = 50 * kj::MILLISECONDS;
+
 // A partition's sends through this proxy. Event-loop only.
 struct PartitionSends {
   explicit PartitionSends(ProducerSequences loaded) : sequences(std::move(loaded)) {}
@@ -177,8 +182,10 @@ struct EventLoopState {
 // after the ProxyServer, and the capabilities' destructors update the service.
 struct Service final : public kj::TaskSet::ErrorHandler,
                        public std::enable_shared_from_this<Service> {
-  Service(LedgerSet* ledgers, MetadataStore* metadata, const ProxyOptions& options)
+  Service(LedgerSet* ledgers, MetadataStore* metadata, kj::Timer& timer,
+          const ProxyOptions& options)
       : options(options),
+        timer(timer),
         gate(options.ownership == nullptr
                  ? nullptr
                  : std::make_unique<internal::OwnershipGate>(*options.ownership)),
@@ -325,21 +332,52 @@ struct Service final : public kj::TaskSet::ErrorHandler,
   }
 
   // Drops the loadings that are done (those whose waiters all went away), then the sends of
-  // topics that are gone.
+  // topics that are gone, and their receives' wake-ups.
   void ForgetClosedTopics() {
     std::erase_if(loop.loading,
                   [this](const auto& entry) { return loop.topic_sends.contains(entry.first); });
     std::erase_if(loop.topic_sends, [](const auto& entry) { return entry.second.topic.expired(); });
+    std::erase_if(receive_wakes, [](const auto& entry) { return entry.second.topic.expired(); });
+  }
+
+  // Event loop. Resolves at the next WakeReceivers(topic): a receive that found nothing waits
+  // on it (and on a poll interval) instead of holding a pool thread.
+  kj::Promise<void> WhenReceivable(const std::shared_ptr<Topic>& topic) {
+    auto it = receive_wakes.find(topic.get());
+    if (it == receive_wakes.end() || it->second.topic.lock() != topic) {
+      auto paf = kj::newPromiseAndFulfiller<void>();
+      it = receive_wakes
+               .insert_or_assign(topic.get(), ReceiveWake{topic, paf.promise.fork(),
+                                                          kj::mv(paf.fulfiller)})
+               .first;
+    }
+    return it->second.changed.addBranch();
+  }
+  // Event loop: something a waiting receive may take came (a send to `topic` was stored), or a
+  // consumer's acknowledging call ran (which may unblock a consumer or queue redeliveries).
+  void WakeReceivers(const Topic& topic) {
+    auto it = receive_wakes.find(&topic);
+    if (it == receive_wakes.end()) return;
+    kj::Own<kj::PromiseFulfiller<void>> fulfiller = kj::mv(it->second.fulfiller);
+    receive_wakes.erase(it);
+    fulfiller->fulfill();
   }
 
 
   const ProxyOptions options;
+  kj::Timer& timer;  // the event loop's
   const std::unique_ptr<internal::OwnershipGate> gate;  // in a cluster; before the broker
   Broker broker;
   ThreadPool blocking;
   ThreadPool receives;
   kj::TaskSet tasks;  // send completions, which outlive the calls that started them
   EventLoopState loop;
+  struct ReceiveWake {
+    std::weak_ptr<Topic> topic;
+    kj::ForkedPromise<void> changed;
+    kj::Own<kj::PromiseFulfiller<void>> fulfiller;
+  };
+  std::map<const Topic*, ReceiveWake> receive_wakes;  // event loop only
 
   std::atomic<uint64_t> sends{0}, sends_failed{0}, acks{0}, redeliveries{0};
   std::atomic<uint64_t> duplicate_sends{0};
@@ -518,6 +556,7 @@ class ProducerImpl final : public rpc::Producer::Server {
             // Its stream closed under it as the topic moved: the client sends it again there.
             ThrowStatus(topic->moved.load() ? service.Moved(*topic) : result.status());
           }
+          service.WakeReceivers(*topic);
           context.getResults().setFirstOffset(result->first_offset);
           context.getResults().setLastOffset(result->last_offset);
         });
@@ -719,14 +758,12 @@ class ConsumerImpl final : public rpc::Consumer::Server {
     // partition out of order). A call cancelled after taking its messages drops them, as a lost
     // answer does: they are delivered again.
     using Taken = std::shared_ptr<absl::StatusOr<Delivered>>;
+    const kj::TimePoint deadline = service_.timer.now() + wait.count() * kj::MICROSECONDS;
     kj::ForkedPromise<Taken> taken =
         receive_tail_.addBranch()
             .then([&service = service_, topic = topic_, sub = sub_, consumer = consumer_,
-                   max_bytes, wait]() {
-              return RunBlocking(service.receives, [&service, topic, sub, consumer, max_bytes,
-                                                    wait]() {
-                return service.broker.Receive(*topic, *sub, consumer.get(), max_bytes, wait);
-              });
+                   max_bytes, deadline]() {
+              return TakeUntil(service, topic, sub, consumer, max_bytes, deadline);
             })
             .then([](absl::StatusOr<Delivered> delivered) {
               return std::make_shared<absl::StatusOr<Delivered>>(std::move(delivered));
@@ -812,6 +849,7 @@ class ConsumerImpl final : public rpc::Consumer::Server {
   // (acknowledgements, persist, redelivery, close) have run. On two pool threads at once, a
   // persist or a leave could overtake acknowledgements sent before it, and those would not be
   // persisted, or would find the subscription gone: delivered again to the next consumer.
+  // Once it ran, the topic's waiting receives look again (Service::WakeReceivers).
   template <typename Work>
   kj::Promise<absl::Status> InOrder(Work work) {
     kj::ForkedPromise<absl::Status> done =
@@ -819,9 +857,42 @@ class ConsumerImpl final : public rpc::Consumer::Server {
             .then([&service = service_, work = kj::mv(work)]() mutable {
               return RunBlocking(service.blocking, kj::mv(work));
             })
+            .then([&service = service_, topic = topic_](absl::Status status) {
+              service.WakeReceivers(*topic);
+              return status;
+            })
             .fork();
     ack_tail_ = done.addBranch().ignoreResult().catch_([](kj::Exception&&) {}).fork();
     return done.addBranch();
+  }
+
+  // What the consumer may take now, on a receive thread that does not wait; while there is
+  // nothing, it waits on the event loop (Service::WhenReceivable, or kReceivePoll for what
+  // wakes no one: a consumer gone, another proxy's sends) and tries again, until `deadline`.
+  // So a waiting receive holds no thread, and idle consumers starve no one.
+  static kj::Promise<absl::StatusOr<Delivered>> TakeUntil(
+      Service& service, std::shared_ptr<Topic> topic, std::shared_ptr<Subscription> sub,
+      std::shared_ptr<ConsumerState> consumer, uint64_t max_bytes, kj::TimePoint deadline) {
+    // Before the attempt: a send stored while it runs wakes this wait.
+    kj::Promise<void> changed = service.WhenReceivable(topic);
+    kj::Promise<absl::StatusOr<Delivered>> attempt =
+        RunBlocking(service.receives, [&service, topic, sub, consumer, max_bytes]() {
+          return service.broker.Receive(*topic, *sub, consumer.get(), max_bytes,
+                                        std::chrono::microseconds(0));
+        });
+    return attempt.then([&service, topic, sub, consumer, max_bytes, deadline,
+                         changed = kj::mv(changed)](absl::StatusOr<Delivered> delivered) mutable
+                        -> kj::Promise<absl::StatusOr<Delivered>> {
+      const kj::TimePoint now = service.timer.now();
+      if (!delivered.ok() || !delivered->items.empty() || now >= deadline) return delivered;
+      const kj::Duration nap = std::min(deadline - now, kReceivePoll);
+      return changed.exclusiveJoin(service.timer.afterDelay(nap))
+          .then([&service, topic = kj::mv(topic), sub = kj::mv(sub),
+                 consumer = kj::mv(consumer), max_bytes, deadline]() mutable {
+            return TakeUntil(service, kj::mv(topic), kj::mv(sub), kj::mv(consumer), max_bytes,
+                             deadline);
+          });
+    });
   }
 
   void CheckNotLeft() const {
@@ -1145,7 +1216,7 @@ class ProxyImpl final : public rpc::Proxy::Server {
 
 struct ProxyServer::Impl {
   Impl(LedgerSet* ledgers, MetadataStore* metadata, kj::Timer& timer, const ProxyOptions& options)
-      : service_ptr(std::make_shared<Service>(ledgers, metadata, options)),
+      : service_ptr(std::make_shared<Service>(ledgers, metadata, timer, options)),
         service(*service_ptr),
         connections([this]() -> capnp::Capability::Client { return kj::heap<ProxyImpl>(service); },
                     options.log, "proxy") {

@@ -3,9 +3,14 @@
 
 #include <pthread.h>
 
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
 namespace cairn::net::internal {
 
-ThreadPool::ThreadPool(uint32_t threads) {
+ThreadPool::ThreadPool(uint32_t threads, size_t max_queued)
+    : max_queued_(std::max<size_t>(max_queued, 1)) {
   if (threads == 0) threads = 1;
   threads_.reserve(threads);
   for (uint32_t i = 0; i < threads; ++i) {
@@ -25,6 +30,21 @@ void ThreadPool::Submit(kj::Function<void()> task) {
     tasks_.push_back(kj::mv(task));
   }
   wake_.notify_one();
+}
+
+absl::Status ThreadPool::TrySubmit(kj::Function<void()>& task) {
+  {
+    cairn::internal::MutexLock lock(mu_);
+    if (stopping_) return absl::UnavailableError("the server is shutting down");
+    if (tasks_.size() >= max_queued_) {
+      refused_.fetch_add(1, std::memory_order_relaxed);
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the server is busy: ", tasks_.size(), " calls wait for its threads; try again later"));
+    }
+    tasks_.push_back(kj::mv(task));
+  }
+  wake_.notify_one();
+  return absl::OkStatus();
 }
 
 void ThreadPool::Stop() {

@@ -563,6 +563,70 @@ TEST_CASE("proxy: a consumer holding too much unacknowledged gets nothing more",
   CHECK(last[0].offset == 3);
 }
 
+TEST_CASE("proxy: idle consumers waiting for messages hold no thread: a ninth is served at once",
+          "[proxy][security]") {
+  TempDir dir;
+  ProxyOptions options;
+  options.receive_threads = 2;
+  ServedProxy served(dir.path(), options);
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  RawClient c(io, served.address());
+  REQUIRE(c.CreateTopic("idle", 1).ok());
+  REQUIRE(c.CreateTopic("busy", 1).ok());
+  // Eight consumers of an empty topic, each waiting as long as a receive may (a second).
+  std::vector<rpc::Consumer::Client> idle;
+  std::vector<kj::ForkedPromise<size_t>> waiting;  // resolve to how many batches came
+  for (int i = 0; i < 8; ++i) {
+    idle.push_back(Subscribe(c, "idle", "s" + std::to_string(i), rpc::SubscriptionType::EXCLUSIVE));
+    auto request = idle.back().receiveRequest();
+    request.setMaxBytes(1 << 20);
+    request.setWaitUs(kMaxWaitSliceUs);
+    waiting.push_back(request.send()
+                          .then([](capnp::Response<rpc::Consumer::ReceiveResults> reply) {
+                            return size_t{reply.getDeliveries().size()};
+                          })
+                          .fork());
+  }
+  rpc::Producer::Client producer = OpenProducer(c, "busy");
+  Send(c, producer, {"hello"});
+  rpc::Consumer::Client ninth = Subscribe(c, "busy", "s", rpc::SubscriptionType::EXCLUSIVE);
+  std::vector<Received> got = Receive(c, ninth, 0);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].value == "hello");
+  // Served while every idle receive still waits (with eight waits on two threads, the ninth
+  // would come after six of them had ended).
+  for (kj::ForkedPromise<size_t>& wait : waiting) CHECK_FALSE(wait.addBranch().poll(io.waitScope));
+  // A send wakes the waiting receives: each subscription of the idle topic gets it.
+  rpc::Producer::Client to_idle = OpenProducer(c, "idle");
+  Send(c, to_idle, {"late"});
+  for (kj::ForkedPromise<size_t>& wait : waiting) CHECK(wait.addBranch().wait(io.waitScope) == 1);
+}
+
+TEST_CASE("proxy: a waiting receive gets a message sent while it waits", "[proxy]") {
+  TempDir dir;
+  ServedProxy served(dir.path());
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  RawClient c(io, served.address());
+  RawClient other(io, served.address());
+  REQUIRE(c.CreateTopic("t", 2).ok());
+  rpc::Consumer::Client consumer = Subscribe(c, "t", "s", rpc::SubscriptionType::EXCLUSIVE);
+  auto request = consumer.receiveRequest();
+  request.setMaxBytes(1 << 20);
+  request.setWaitUs(kMaxWaitSliceUs);
+  auto reply = request.send();
+  // Let the receive find nothing and wait.
+  io.provider->getTimer().afterDelay(100 * kj::MILLISECONDS).wait(io.waitScope);
+  rpc::Producer::Client producer = OpenProducer(other, "t");
+  auto send = producer.sendRequest();
+  send.setPartition(1);
+  const std::string batch = Batch({"now"});
+  send.setBatch(AsData(batch));
+  send.send().wait(io.waitScope);
+  auto answer = reply.wait(io.waitScope);
+  REQUIRE(answer.getDeliveries().size() == 1);
+  CHECK(answer.getDeliveries()[0].getPartition() == 1);
+}
+
 TEST_CASE("proxy: a new proxy on the same directories resumes from persisted acks", "[proxy]") {
   TempDir dir;
   {

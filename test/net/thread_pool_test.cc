@@ -1,0 +1,103 @@
+// Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
+//
+// The servers' thread pools: a bounded queue for the calls made on behalf of clients, and calls
+// whose caller went away before they started never run.
+#include <catch2/catch.hpp>
+#include <atomic>
+#include <future>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "kj/async-io.h"
+#include "net/net_status.h"
+#include "net/store_node/thread_pool.h"
+
+namespace cairn::net::internal {
+namespace {
+
+// Holds the pool's one thread until Release().
+struct Blocker {
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  void Hold(ThreadPool& pool) {
+    std::promise<void> started;
+    std::future<void> running = started.get_future();
+    pool.Submit([released = released, started = std::move(started)]() mutable {
+      started.set_value();
+      released.wait();
+    });
+    running.wait();
+  }
+  void Release() { release.set_value(); }
+};
+
+absl::Status StatusOf(kj::Promise<int>& promise, kj::WaitScope& scope) {
+  kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&] { promise.wait(scope); });
+  KJ_IF_MAYBE (exception, failure) {
+    return ExceptionToStatus(*exception);
+  }
+  return absl::OkStatus();
+}
+
+TEST_CASE("thread pool: a full queue refuses a client's call at once, and takes calls again once "
+          "it drained",
+          "[net][pool][security]") {
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  ThreadPool pool(1, /*max_queued=*/2);
+  Blocker blocker;
+  blocker.Hold(pool);
+  kj::Promise<int> first = RunBlocking(pool, [] { return 1; });
+  kj::Promise<int> second = RunBlocking(pool, [] { return 2; });
+  std::atomic<bool> ran{false};
+  kj::Promise<int> third = RunBlocking(pool, [&ran] {
+    ran = true;
+    return 3;
+  });
+  // Refused while the queue is full, without waiting for the pool.
+  const absl::Status refused = StatusOf(third, io.waitScope);
+  INFO(refused.ToString());
+  CHECK(absl::IsResourceExhausted(refused));
+  CHECK(pool.refused() == 1);
+  // The server's own work is never refused.
+  std::atomic<bool> own{false};
+  pool.Submit([&own] { own = true; });
+  blocker.Release();
+  CHECK(first.wait(io.waitScope) == 1);
+  CHECK(second.wait(io.waitScope) == 2);
+  kj::Promise<int> later = RunBlocking(pool, [] { return 4; });
+  CHECK(later.wait(io.waitScope) == 4);
+  pool.Stop();
+  CHECK(own);
+  CHECK_FALSE(ran);
+  // A stopped pool refuses as unavailable.
+  kj::Promise<int> stopped = RunBlocking(pool, [] { return 5; });
+  CHECK(absl::IsUnavailable(StatusOf(stopped, io.waitScope)));
+}
+
+TEST_CASE("thread pool: a call whose caller went away before it started does not run",
+          "[net][pool][security]") {
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  ThreadPool pool(1);
+  Blocker blocker;
+  blocker.Hold(pool);
+  std::atomic<bool> dropped_ran{false};
+  std::atomic<bool> kept_ran{false};
+  {
+    kj::Promise<int> dropped = RunBlocking(pool, [&dropped_ran] {
+      dropped_ran = true;
+      return 1;
+    });
+  }
+  kj::Promise<int> kept = RunBlocking(pool, [&kept_ran] {
+    kept_ran = true;
+    return 2;
+  });
+  blocker.Release();
+  CHECK(kept.wait(io.waitScope) == 2);
+  pool.Stop();
+  CHECK(kept_ran);
+  CHECK_FALSE(dropped_ran);
+}
+
+}  // namespace
+}  // namespace cairn::net::internal
