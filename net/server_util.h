@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -90,8 +91,21 @@ struct Connection {
   capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
 };
 
+// How many connections a service keeps open at once: in all, and from one client address (an
+// IP address, whatever its ports). A connection past either is answered, on every call, with
+// kResourceExhausted saying which limit it met; at most kMaxRefusedOpen such answering
+// connections stay open at once, and beyond them a connection is closed at once.
+struct ConnectionLimits {
+  uint32_t max_connections = 4096;
+  uint32_t max_per_address = 512;
+};
+inline constexpr uint32_t kMaxRefusedOpen = 16;
+
+// The IP address of the peer of `stream` ("127.0.0.1", "::1"); "" if it has none (a pipe).
+std::string PeerAddress(kj::AsyncIoStream& stream);
+
 // The connections of one service: accepts them from listeners and serves each with its own
-// RPC system and a fresh bootstrap capability. Event-loop only.
+// RPC system and a fresh bootstrap capability, within ConnectionLimits. Event-loop only.
 class ConnectionSet : public kj::TaskSet::ErrorHandler {
  public:
   using BootstrapFactory = kj::Function<capnp::Capability::Client()>;
@@ -99,11 +113,12 @@ class ConnectionSet : public kj::TaskSet::ErrorHandler {
   using OpenHook = std::function<std::shared_ptr<void>()>;
   // `what` names the service in messages ("store node", "proxy").
   ConnectionSet(BootstrapFactory bootstrap, LogFunction log, std::string what,
-                OpenHook on_open = nullptr)
+                OpenHook on_open = nullptr, ConnectionLimits limits = {})
       : bootstrap_(kj::mv(bootstrap)),
         log_(std::move(log)),
         what_(std::move(what)),
         on_open_(std::move(on_open)),
+        limits_(limits),
         listeners_(kj::heap<kj::TaskSet>(*this)),
         connections_(kj::heap<kj::TaskSet>(*this)) {}
 
@@ -120,6 +135,13 @@ class ConnectionSet : public kj::TaskSet::ErrorHandler {
   // The connection lives until it disconnects or DropAll().
   void Accept(kj::Own<kj::AsyncIoStream> stream) {
     if (closed_) return;
+    std::string peer = PeerAddress(*stream);
+    const uint32_t from_peer = peer.empty() ? 0 : per_address_[peer];
+    if (open_ >= limits_.max_connections || from_peer >= limits_.max_per_address) {
+      Refuse(kj::mv(stream), peer, from_peer);
+      return;
+    }
+    if (!peer.empty()) ++per_address_[peer];
     auto connection = kj::heap<Connection>(kj::mv(stream), bootstrap_());
     ++open_;
     ReadAheadStream* read = connection->stream.get();
@@ -131,7 +153,10 @@ class ConnectionSet : public kj::TaskSet::ErrorHandler {
                           "(to serve TLS, start with --tls-ca, --tls-cert and --tls-key)"));
       }
     });
-    connections_->add(disconnected.attach(kj::mv(connection), kj::defer([this] { --open_; }),
+    connections_->add(disconnected.attach(kj::mv(connection), kj::defer([this, peer] {
+                                            --open_;
+                                            Forget(peer);
+                                          }),
                                           on_open_ ? on_open_() : nullptr));
   }
 
@@ -145,8 +170,42 @@ class ConnectionSet : public kj::TaskSet::ErrorHandler {
 
   // Connections open now. Thread-safe.
   uint64_t open() const { return open_.load(std::memory_order_relaxed); }
+  // Connections refused for a limit so far. Thread-safe.
+  uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
 
  private:
+  void Forget(const std::string& peer) {
+    if (peer.empty()) return;
+    auto it = per_address_.find(peer);
+    if (it != per_address_.end() && --it->second == 0) per_address_.erase(it);
+  }
+
+  // Answers every call on `stream` with kResourceExhausted until the client hangs up; closes it
+  // at once when kMaxRefusedOpen such connections are open already.
+  void Refuse(kj::Own<kj::AsyncIoStream> stream, const std::string& peer, uint32_t from_peer) {
+    const uint64_t refused = refused_.fetch_add(1, std::memory_order_relaxed) + 1;
+    const std::string why =
+        open_ >= limits_.max_connections
+            ? absl::StrCat("it has ", open_.load(), " connections open, its limit")
+            : absl::StrCat(peer, " has ", from_peer, " connections open to it, the limit for one "
+                           "address");
+    // The first refusal, then one in each power of two: a flood does not flood the log.
+    if ((refused & (refused - 1)) == 0) {
+      log_(LogLevel::kWarning, absl::StrCat(what_, ": refused a connection from ",
+                                            peer.empty() ? "a client" : peer, ": ", why, " (",
+                                            refused, " refused so far)"));
+    }
+    if (refused_open_ >= kMaxRefusedOpen) return;  // dropping `stream` closes it
+    const absl::Status busy = absl::ResourceExhaustedError(
+        absl::StrCat("the ", what_, " refuses more connections: ", why, "; try again later"));
+    auto connection = kj::heap<Connection>(kj::mv(stream),
+                                           capnp::Capability::Client(StatusToException(busy)));
+    ++refused_open_;
+    kj::Promise<void> disconnected = connection->network.onDisconnect();
+    connections_->add(
+        disconnected.attach(kj::mv(connection), kj::defer([this] { --refused_open_; })));
+  }
+
   kj::Promise<void> AcceptLoop(kj::ConnectionReceiver& listener) {
     return listener.accept().then([this, &listener](kj::Own<kj::AsyncIoStream> stream) {
       if (closed_) return kj::Promise<void>(kj::READY_NOW);
@@ -159,6 +218,10 @@ class ConnectionSet : public kj::TaskSet::ErrorHandler {
   const LogFunction log_;
   const std::string what_;
   const OpenHook on_open_;
+  const ConnectionLimits limits_;
+  std::map<std::string, uint32_t> per_address_;  // open connections by peer IP address
+  uint32_t refused_open_ = 0;
+  std::atomic<uint64_t> refused_{0};
   kj::Own<kj::TaskSet> listeners_;
   kj::Own<kj::TaskSet> connections_;
   bool closed_ = false;

@@ -109,6 +109,11 @@ ABSL_FLAG(bool, insecure, false,
           "store, proxy, standalone: listen on an address beyond loopback without requiring "
           "client certificates (whoever reaches the port can read, write and delete data): "
           "only on a network that trusted peers alone reach");
+ABSL_FLAG(uint32_t, max_connections, 4096,
+          "store, proxy, standalone: connections served at once; past it a connection is "
+          "answered RESOURCE_EXHAUSTED");
+ABSL_FLAG(uint32_t, max_connections_per_address, 512,
+          "store, proxy, standalone: connections served at once from one client IP address");
 ABSL_FLAG(std::string, tls_ca, "",
           "TLS on: the certificate authorities (PEM file) that peers' certificates must be "
           "signed by. Every connection the daemon accepts (not the metrics') and makes to store "
@@ -220,7 +225,8 @@ constexpr char kUsage[] =
     "                              [--listen 127.0.0.1:7020] [--metrics-listen 127.0.0.1:7021]\n"
     "                              [--dedup-window-mib N]\n"
     "\n"
-    "Every daemon takes [--tls-ca FILE --tls-cert FILE --tls-key FILE]\n"
+    "Every daemon takes [--max-connections 4096] [--max-connections-per-address 512] and\n"
+    "[--tls-ca FILE --tls-cert FILE --tls-key FILE]\n"
     "[--tls-require-client-cert]: TLS on every connection it accepts and makes to store nodes\n"
     "(scripts/make_test_certs.sh makes test certificates). Each listens on loopback unless\n"
     "told otherwise; an address beyond loopback needs client certificates required\n"
@@ -286,8 +292,14 @@ absl::StatusOr<std::shared_ptr<internal::Tls>> ServerTlsFromFlags(const char* co
   return loaded;
 }
 
-// Why `command` may not listen on `listen` (net/listen_policy.h); OK if it may.
+// Why `command` may not listen on `listen` (net/listen_policy.h), or a bad connection limit;
+// OK if it may.
 absl::Status CheckListen(const char* command, const std::string& listen) {
+  if (absl::GetFlag(FLAGS_max_connections) == 0 ||
+      absl::GetFlag(FLAGS_max_connections_per_address) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        command, ": --max-connections and --max-connections-per-address must be at least 1"));
+  }
   const TlsOptions tls = TlsFromFlags();
   absl::Status ok = CheckListenAddress("--listen", listen, absl::GetFlag(FLAGS_insecure),
                                        tls.enabled() && tls.require_client_certificate);
@@ -529,6 +541,8 @@ int RunStore() {
       // Set once the node listens (on this thread, which also serves the metrics).
       RegisterAutoRecoveryMetrics(registry, [&autorecovery] { return autorecovery.get(); });
       StoreNodeOptions node_options;
+      node_options.max_connections = absl::GetFlag(FLAGS_max_connections);
+      node_options.max_connections_per_address = absl::GetFlag(FLAGS_max_connections_per_address);
       node_options.log = log;
       node_options.metrics = &registry;
       // Half the store's budget: what the node hands over never makes the store's own
@@ -829,6 +843,8 @@ int RunProxy() {
     uint64_t connections_when_lost = 0;
     while (!stopping) {
       ProxyOptions proxy_options;
+      proxy_options.max_connections = absl::GetFlag(FLAGS_max_connections);
+      proxy_options.max_connections_per_address = absl::GetFlag(FLAGS_max_connections_per_address);
       proxy_options.log = log;
       // Below what the remote ledger set accepts without blocking the caller.
       proxy_options.max_in_flight_send_bytes = kMaxClientInFlightBytes / 2;
@@ -975,6 +991,8 @@ int RunStandalone() {
     kj::AsyncIoContext io = SetUpEventLoop();
     const kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&] {
       ProxyOptions proxy_options;
+      proxy_options.max_connections = absl::GetFlag(FLAGS_max_connections);
+      proxy_options.max_connections_per_address = absl::GetFlag(FLAGS_max_connections_per_address);
       proxy_options.log = log;
       // Half the store's budget: sends never make the store's back-pressure block the loop.
       proxy_options.max_in_flight_send_bytes = options.max_in_flight_bytes / 2;

@@ -1219,7 +1219,10 @@ struct ProxyServer::Impl {
       : service_ptr(std::make_shared<Service>(ledgers, metadata, timer, options)),
         service(*service_ptr),
         connections([this]() -> capnp::Capability::Client { return kj::heap<ProxyImpl>(service); },
-                    options.log, "proxy") {
+                    options.log, "proxy", nullptr,
+                    internal::ConnectionLimits{
+                        .max_connections = options.max_connections,
+                        .max_per_address = options.max_connections_per_address}) {
     RegisterMetrics(options.metrics, service_ptr);
     ticker = Tick(timer).eagerlyEvaluate(nullptr);
     if (options.ownership != nullptr) {

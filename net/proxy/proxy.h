@@ -44,8 +44,13 @@ struct ProxyLoad {
 struct ProxyOptions {
   // Threads for blocking calls: opening topics and subscriptions, admin, acknowledgements.
   uint32_t blocking_threads = 4;
-  // Threads for receive calls; more waiting calls queue.
+  // Threads for receive calls. A receive holds one only while it looks for messages, not while
+  // it waits for them.
   uint32_t receive_threads = 16;
+  // Connections open at once, in all and from one client IP address; past either, a connection
+  // is answered with kResourceExhausted (net/server_util.h, ConnectionLimits).
+  uint32_t max_connections = 4096;
+  uint32_t max_connections_per_address = 512;
   // Bytes of sends handed to the streams and not yet acknowledged. Keep it below what the
   // ledger set accepts without blocking (half a local store's max_in_flight_bytes, or a remote
   // one's kMaxClientInFlightBytes), or a send would block the event loop.

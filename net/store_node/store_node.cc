@@ -494,7 +494,10 @@ struct StoreNodeServer::Impl {
       : node(store, options),
         connections([this]() -> capnp::Capability::Client { return kj::heap<StoreNodeImpl>(node); },
                     options.log, "store node",
-                    [this]() -> std::shared_ptr<void> { return node.metrics.OpenConnection(); }) {}
+                    [this]() -> std::shared_ptr<void> { return node.metrics.OpenConnection(); },
+                    internal::ConnectionLimits{
+                        .max_connections = options.max_connections,
+                        .max_per_address = options.max_connections_per_address}) {}
 
   Node node;
   // After the node: their capabilities borrow it.

@@ -35,6 +35,10 @@ struct StoreNodeOptions {
   uint32_t blocking_threads = 4;
   // Threads for waitForEntry calls; more waiting calls queue.
   uint32_t wait_threads = 8;
+  // Connections open at once, in all and from one client IP address; past either, a connection
+  // is answered with kResourceExhausted (net/server_util.h, ConnectionLimits).
+  uint32_t max_connections = 4096;
+  uint32_t max_connections_per_address = 512;
   // Bytes of appends handed to the store and not yet complete. Must not exceed the store's
   // StoreOptions::max_in_flight_bytes, or AppendAsync would block the event loop.
   uint64_t max_in_flight_append_bytes = uint64_t{32} << 20;
