@@ -74,6 +74,13 @@ class MetadataStore {
   // Keys starting with `prefix`, ascending (bytewise).
   virtual absl::StatusOr<std::vector<std::string>> List(std::string_view prefix) = 0;
 
+  // As List, but kResourceExhausted once the listing passes `max_bytes`, each key counted as
+  // its size plus `per_key_bytes` (what a reply spends on it). The embedded store stops there,
+  // without gathering the rest; the default lists everything, then checks.
+  virtual absl::StatusOr<std::vector<std::string>> ListBounded(std::string_view prefix,
+                                                               size_t max_bytes,
+                                                               size_t per_key_bytes);
+
   // The largest value a Put accepts: kMaxMetadataValueBytes unless the backend has a lower limit.
   virtual size_t max_value_bytes() const;
 

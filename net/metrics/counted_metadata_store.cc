@@ -43,4 +43,13 @@ absl::StatusOr<std::vector<std::string>> CountedMetadataStore::List(std::string_
   return listed;
 }
 
+absl::StatusOr<std::vector<std::string>> CountedMetadataStore::ListBounded(
+    std::string_view prefix, size_t max_bytes, size_t per_key_bytes) {
+  lists_->Add();
+  absl::StatusOr<std::vector<std::string>> listed =
+      inner_->ListBounded(prefix, max_bytes, per_key_bytes);
+  Done(listed.ok());
+  return listed;
+}
+
 }  // namespace cairn::net

@@ -26,6 +26,8 @@ class CountedMetadataStore final : public MetadataStore {
                                uint64_t expected_version) override;
   absl::Status Delete(std::string_view key, uint64_t expected_version) override;
   absl::StatusOr<std::vector<std::string>> List(std::string_view prefix) override;
+  absl::StatusOr<std::vector<std::string>> ListBounded(std::string_view prefix, size_t max_bytes,
+                                                       size_t per_key_bytes) override;
   size_t max_value_bytes() const override { return inner_->max_value_bytes(); }
   absl::StatusOr<std::unique_ptr<MetadataWatch>> Watch(std::string_view key_or_prefix,
                                                        WatchScope scope,

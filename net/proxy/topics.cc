@@ -37,6 +37,11 @@ absl::Status Broker::CreateTopic(std::string_view name, const TopicSettings& ask
     return absl::InvalidArgumentError(absl::StrCat("a topic has 1 to ", kMaxPartitions,
                                                    " partitions, not ", asked.partitions));
   }
+  if (asked.ledger_max_bytes != 0 && asked.ledger_max_bytes < kMinTopicLedgerBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a topic's ledger size is at least ", kMinTopicLedgerBytes, " bytes, not ",
+        asked.ledger_max_bytes, " (0: the default)"));
+  }
   if (absl::Status claimed = Claim(name); !claimed.ok()) return claimed;
   TopicSettings settings = asked;
   if (replication.any()) {

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "cairn/net/limits.h"
 #include "kj/debug.h"
 #include "net/metadata_limits.h"
 #include "net/net_status.h"
@@ -76,10 +77,9 @@ class MetadataServiceImpl final : public rpc::MetadataService::Server {
     return RunBlocking(pool_,
                        [store = store_,
                         prefix = Copy(prefix)]() -> absl::StatusOr<std::vector<std::string>> {
-                         absl::StatusOr<std::vector<std::string>> keys = store->List(prefix);
-                         if (!keys.ok()) return keys;
-                         if (absl::Status fits = CheckMetadataList(*keys); !fits.ok()) return fits;
-                         return keys;
+                         // Stopped at the reply's limit, not gathered whole first.
+                         return store->ListBounded(prefix, kMaxMetadataListBytes,
+                                                   kMetadataListKeyOverhead);
                        })
         .then([context](absl::StatusOr<std::vector<std::string>> keys) mutable {
           ThrowIfError(keys.status());

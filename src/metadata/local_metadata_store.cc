@@ -39,6 +39,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cairn/metadata.h"
+#include "src/metadata/list_limit.h"
 #include "src/metadata/local_watches.h"
 #include "src/metadata/metadata_format.h"
 #include "src/util/mutex.h"
@@ -93,6 +94,8 @@ class LocalMetadataStore final : public MetadataStore {
                                uint64_t expected_version) override;
   absl::Status Delete(std::string_view key, uint64_t expected_version) override;
   absl::StatusOr<std::vector<std::string>> List(std::string_view prefix) override;
+  absl::StatusOr<std::vector<std::string>> ListBounded(std::string_view prefix, size_t max_bytes,
+                                                       size_t per_key_bytes) override;
   absl::StatusOr<std::unique_ptr<MetadataWatch>> Watch(std::string_view key_or_prefix,
                                                        WatchScope scope,
                                                        WatchCallback callback) override;
@@ -204,6 +207,21 @@ absl::StatusOr<VersionedValue> LocalMetadataStore::Get(std::string_view key) {
     return absl::NotFoundError(absl::StrCat("metadata key ", Quoted(key), " does not exist"));
   }
   return it->second;
+}
+
+absl::StatusOr<std::vector<std::string>> LocalMetadataStore::ListBounded(std::string_view prefix,
+                                                                         size_t max_bytes,
+                                                                         size_t per_key_bytes) {
+  std::vector<std::string> keys;
+  size_t bytes = 0;
+  MutexLock lock(mu_);
+  for (auto it = state_.lower_bound(prefix);
+       it != state_.end() && std::string_view(it->first).substr(0, prefix.size()) == prefix; ++it) {
+    bytes += it->first.size() + per_key_bytes;
+    if (bytes > max_bytes) return internal::MetadataListTooLarge(prefix, keys.size() + 1, max_bytes);
+    keys.push_back(it->first);
+  }
+  return keys;
 }
 
 absl::StatusOr<std::vector<std::string>> LocalMetadataStore::List(std::string_view prefix) {

@@ -9,11 +9,36 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "cairn/metadata.h"
+#include "src/metadata/list_limit.h"
 
 namespace cairn {
 
 size_t MetadataStore::max_value_bytes() const { return kMaxMetadataValueBytes; }
+
+namespace internal {
+absl::Status MetadataListTooLarge(std::string_view prefix, size_t keys, size_t max_bytes) {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the metadata keys under \"", absl::string_view(prefix.data(), prefix.size()),
+      "\" pass the listing limit of ", max_bytes, " bytes (", keys,
+      " keys counted when it was reached); list a narrower prefix"));
+}
+}  // namespace internal
+
+absl::StatusOr<std::vector<std::string>> MetadataStore::ListBounded(std::string_view prefix,
+                                                                   size_t max_bytes,
+                                                                   size_t per_key_bytes) {
+  absl::StatusOr<std::vector<std::string>> keys = List(prefix);
+  if (!keys.ok()) return keys;
+  size_t bytes = 0;
+  for (size_t i = 0; i < keys->size(); ++i) {
+    bytes += (*keys)[i].size() + per_key_bytes;
+    if (bytes > max_bytes) return internal::MetadataListTooLarge(prefix, i + 1, max_bytes);
+  }
+  return keys;
+}
 
 absl::StatusOr<std::unique_ptr<MetadataWatch>> MetadataStore::Watch(std::string_view, WatchScope,
                                                                     WatchCallback) {
@@ -41,6 +66,10 @@ class BorrowedMetadataStore final : public MetadataStore {
   }
   absl::StatusOr<std::vector<std::string>> List(std::string_view prefix) override {
     return store_->List(prefix);
+  }
+  absl::StatusOr<std::vector<std::string>> ListBounded(std::string_view prefix, size_t max_bytes,
+                                                       size_t per_key_bytes) override {
+    return store_->ListBounded(prefix, max_bytes, per_key_bytes);
   }
   size_t max_value_bytes() const override { return store_->max_value_bytes(); }
   absl::StatusOr<std::unique_ptr<MetadataWatch>> Watch(std::string_view key, WatchScope scope,

@@ -140,6 +140,28 @@ TEMPLATE_TEST_CASE("metadata conformance: get, put, delete and list", "[metadata
   CHECK(Unwrap(store->List("streams/")) == std::vector<std::string>{"streams/b"});
 }
 
+TEMPLATE_TEST_CASE("metadata conformance: a bounded listing refuses past its limit",
+                   "[metadata][conformance][security]", CAIRN_METADATA_BACKENDS) {
+  TestType backend;
+  if (!backend.Available()) return;
+  auto store = backend.Open();
+  for (int i = 0; i < 20; ++i) {
+    Unwrap(store->Put("many/key" + std::to_string(100 + i), "v", kNewKey));  // 11 bytes each
+  }
+  Unwrap(store->Put("other", "v", kNewKey));
+  // 20 keys of 11 bytes and 5 per key: 320 bytes.
+  CHECK(Unwrap(store->ListBounded("many/", 320, 5)).size() == 20);
+  const absl::Status over = store->ListBounded("many/", 319, 5).status();
+  INFO(over.ToString());
+  CHECK(over.code() == StatusCode::kResourceExhausted);
+  CHECK(over.message().find("319 bytes") != std::string_view::npos);
+  CHECK(over.message().find("many/") != std::string_view::npos);
+  // Met at the fifth key of 16 bytes each, with what is left uncounted.
+  CHECK(store->ListBounded("many/", 79, 5).status().message().find("(5 keys counted") !=
+        std::string_view::npos);
+  CHECK(Unwrap(store->ListBounded("", 1000, 5)).size() == 21);
+}
+
 TEMPLATE_TEST_CASE("metadata conformance: compare-and-swap conflicts are kAborted naming versions",
                    "[metadata][conformance]", CAIRN_METADATA_BACKENDS) {
   TestType backend;

@@ -252,11 +252,24 @@ TEST_CASE("proxy: topics are created, listed and deleted, with clear errors", "[
   CHECK(absl::IsInvalidArgument(c.CreateTopic(std::string(kMaxTopicNameBytes + 1, 'a'), 1)));
   CHECK(absl::IsInvalidArgument(c.CreateTopic("zero", 0)));
   CHECK(absl::IsInvalidArgument(c.CreateTopic("many", kMaxPartitions + 1)));
+  // A ledger of a byte (a ledger record per batch) is refused; the smallest allowed is taken.
+  auto tiny = c.proxy.createTopicRequest();
+  tiny.setName("tiny");
+  tiny.initOptions().setPartitions(1);
+  tiny.getOptions().setLedgerMaxBytes(1);
+  const absl::Status one_byte = c.Status(tiny.send());
+  CHECK(absl::IsInvalidArgument(one_byte));
+  CHECK(one_byte.message().find("ledger size is at least 65536 bytes") != std::string_view::npos);
+  auto smallest = c.proxy.createTopicRequest();
+  smallest.setName("tiny");
+  smallest.initOptions().setPartitions(1);
+  smallest.getOptions().setLedgerMaxBytes(kMinTopicLedgerBytes);
+  CHECK(c.Status(smallest.send()).ok());
 
   auto listed = c.proxy.listTopicsRequest().send().wait(io.waitScope);
   std::map<std::string, uint32_t> topics;
   for (auto topic : listed.getTopics()) topics[topic.getName()] = topic.getPartitions();
-  CHECK(topics == std::map<std::string, uint32_t>{{"audit", 1}, {"orders", 3}});
+  CHECK(topics == std::map<std::string, uint32_t>{{"audit", 1}, {"orders", 3}, {"tiny", 1}});
 
   {
     rpc::Producer::Client producer = OpenProducer(c, "orders");

@@ -59,5 +59,8 @@ inline constexpr uint16_t kDefaultProxyPort = 7020;
 // "<topic>-partition-<i>", which must fit cairn::kMaxStreamNameBytes.
 inline constexpr size_t kMaxTopicNameBytes = 180;
 inline constexpr uint32_t kMaxPartitions = 1024;
+// A topic's ledger size (TopicConfig::ledger_max_bytes), when given: a ledger per batch would
+// flood the metadata store with ledger records.
+inline constexpr uint64_t kMinTopicLedgerBytes = uint64_t{64} << 10;
 
 }  // namespace cairn::net
