@@ -7,13 +7,13 @@ measures with `cairn perf produce`:
 
   1. throughput, async durability: 100-byte messages, batching on, through the proxy; medians
      and their ratio, TLS on over TLS off (target: >= 0.8);
-  2. publish latency, sync durability, at a fixed rate (--rate, or half the median plaintext
-     throughput of step 1) for --latency-seconds: p50/p99/p999 with and without TLS, each run
-     on a fresh directory.
+  2. publish latency, sync durability, at a fixed rate (--rate, 200,000 messages/s; 0: half
+     the median plaintext throughput of step 1, which a sync store may not keep up with) for
+     --latency-seconds: p50/p99/p999 with and without TLS, each run on a fresh directory.
 
   scripts/perf_tls.py [--build-dir build] [--runs 3] [--messages 2000000] [--partitions 4]
                       [--linger-us 1000] [--latency-linger-us 100] [--latency-seconds 5]
-                      [--rate N]
+                      [--rate 200000]
 
 Every result line is printed as `cairn perf` wrote it, then a summary. The machine is shared:
 quote the medians and the ratio, measured together, rather than one figure alone.
@@ -60,7 +60,7 @@ def main():
     parser.add_argument('--linger-us', type=int, default=1000)
     parser.add_argument('--latency-linger-us', type=int, default=100)
     parser.add_argument('--latency-seconds', type=float, default=5)
-    parser.add_argument('--rate', type=int, default=0,
+    parser.add_argument('--rate', type=int, default=200000,
                         help='messages/s of the latency step (0: half the plaintext median)')
     a = parser.parse_args()
     cairnd = os.path.join(a.build_dir, 'net', 'cairnd')
