@@ -337,30 +337,28 @@ struct Service final : public kj::TaskSet::ErrorHandler,
     std::erase_if(loop.loading,
                   [this](const auto& entry) { return loop.topic_sends.contains(entry.first); });
     std::erase_if(loop.topic_sends, [](const auto& entry) { return entry.second.topic.expired(); });
-    std::erase_if(receive_wakes, [](const auto& entry) { return entry.second.topic.expired(); });
+    for (auto* wakes : {&send_wakes, &ack_wakes}) {
+      std::erase_if(*wakes, [](const auto& entry) { return entry.second.topic.expired(); });
+    }
   }
 
-  // Event loop. Resolves at the next WakeReceivers(topic): a receive that found nothing waits
-  // on it (and on a poll interval) instead of holding a pool thread.
-  kj::Promise<void> WhenReceivable(const std::shared_ptr<Topic>& topic) {
-    auto it = receive_wakes.find(topic.get());
-    if (it == receive_wakes.end() || it->second.topic.lock() != topic) {
-      auto paf = kj::newPromiseAndFulfiller<void>();
-      it = receive_wakes
-               .insert_or_assign(topic.get(), ReceiveWake{topic, paf.promise.fork(),
-                                                          kj::mv(paf.fulfiller)})
-               .first;
-    }
-    return it->second.changed.addBranch();
+  // Event loop. A receive that found nothing waits on one of these (and on a poll interval)
+  // instead of holding a pool thread: WhenSent resolves at the next send stored to `topic` or
+  // acknowledging call on it (WakeOnSend, WakeOnAck); WhenAcked only at the next acknowledging
+  // call, for a consumer that may take nothing until then (Delivered::blocked), which a busy
+  // topic's sends would otherwise wake for nothing, again and again.
+  kj::Promise<void> WhenSent(const std::shared_ptr<Topic>& topic) {
+    return WhenWoken(send_wakes, topic);
   }
-  // Event loop: something a waiting receive may take came (a send to `topic` was stored), or a
-  // consumer's acknowledging call ran (which may unblock a consumer or queue redeliveries).
-  void WakeReceivers(const Topic& topic) {
-    auto it = receive_wakes.find(&topic);
-    if (it == receive_wakes.end()) return;
-    kj::Own<kj::PromiseFulfiller<void>> fulfiller = kj::mv(it->second.fulfiller);
-    receive_wakes.erase(it);
-    fulfiller->fulfill();
+  kj::Promise<void> WhenAcked(const std::shared_ptr<Topic>& topic) {
+    return WhenWoken(ack_wakes, topic);
+  }
+  // Something a waiting receive may take came: a send to `topic` was stored.
+  void WakeOnSend(const Topic& topic) { Wake(send_wakes, topic); }
+  // A consumer's acknowledging call ran: it may unblock a consumer or queue redeliveries.
+  void WakeOnAck(const Topic& topic) {
+    Wake(send_wakes, topic);
+    Wake(ack_wakes, topic);
   }
 
 
@@ -377,7 +375,27 @@ struct Service final : public kj::TaskSet::ErrorHandler,
     kj::ForkedPromise<void> changed;
     kj::Own<kj::PromiseFulfiller<void>> fulfiller;
   };
-  std::map<const Topic*, ReceiveWake> receive_wakes;  // event loop only
+  using ReceiveWakes = std::map<const Topic*, ReceiveWake>;
+  ReceiveWakes send_wakes;  // event loop only
+  ReceiveWakes ack_wakes;   // event loop only
+  static kj::Promise<void> WhenWoken(ReceiveWakes& wakes, const std::shared_ptr<Topic>& topic) {
+    auto it = wakes.find(topic.get());
+    if (it == wakes.end() || it->second.topic.lock() != topic) {
+      auto paf = kj::newPromiseAndFulfiller<void>();
+      it = wakes
+               .insert_or_assign(topic.get(), ReceiveWake{topic, paf.promise.fork(),
+                                                          kj::mv(paf.fulfiller)})
+               .first;
+    }
+    return it->second.changed.addBranch();
+  }
+  static void Wake(ReceiveWakes& wakes, const Topic& topic) {
+    auto it = wakes.find(&topic);
+    if (it == wakes.end()) return;
+    kj::Own<kj::PromiseFulfiller<void>> fulfiller = kj::mv(it->second.fulfiller);
+    wakes.erase(it);
+    fulfiller->fulfill();
+  }
 
   std::atomic<uint64_t> sends{0}, sends_failed{0}, acks{0}, redeliveries{0};
   std::atomic<uint64_t> duplicate_sends{0};
@@ -556,7 +574,7 @@ class ProducerImpl final : public rpc::Producer::Server {
             // Its stream closed under it as the topic moved: the client sends it again there.
             ThrowStatus(topic->moved.load() ? service.Moved(*topic) : result.status());
           }
-          service.WakeReceivers(*topic);
+          service.WakeOnSend(*topic);
           context.getResults().setFirstOffset(result->first_offset);
           context.getResults().setLastOffset(result->last_offset);
         });
@@ -849,7 +867,7 @@ class ConsumerImpl final : public rpc::Consumer::Server {
   // (acknowledgements, persist, redelivery, close) have run. On two pool threads at once, a
   // persist or a leave could overtake acknowledgements sent before it, and those would not be
   // persisted, or would find the subscription gone: delivered again to the next consumer.
-  // Once it ran, the topic's waiting receives look again (Service::WakeReceivers).
+  // Once it ran, the topic's waiting receives look again (Service::WakeOnAck).
   template <typename Work>
   kj::Promise<absl::Status> InOrder(Work work) {
     kj::ForkedPromise<absl::Status> done =
@@ -858,7 +876,7 @@ class ConsumerImpl final : public rpc::Consumer::Server {
               return RunBlocking(service.blocking, kj::mv(work));
             })
             .then([&service = service_, topic = topic_](absl::Status status) {
-              service.WakeReceivers(*topic);
+              service.WakeOnAck(*topic);
               return status;
             })
             .fork();
@@ -867,25 +885,28 @@ class ConsumerImpl final : public rpc::Consumer::Server {
   }
 
   // What the consumer may take now, on a receive thread that does not wait; while there is
-  // nothing, it waits on the event loop (Service::WhenReceivable, or kReceivePoll for what
-  // wakes no one: a consumer gone, another proxy's sends) and tries again, until `deadline`.
-  // So a waiting receive holds no thread, and idle consumers starve no one.
+  // nothing, it waits on the event loop (Service::WhenSent, or WhenAcked while it may take
+  // nothing; or kReceivePoll for what wakes no one: a consumer gone, another proxy's sends) and
+  // tries again, until `deadline`. So a waiting receive holds no thread, and idle consumers
+  // starve no one.
   static kj::Promise<absl::StatusOr<Delivered>> TakeUntil(
       Service& service, std::shared_ptr<Topic> topic, std::shared_ptr<Subscription> sub,
       std::shared_ptr<ConsumerState> consumer, uint64_t max_bytes, kj::TimePoint deadline) {
-    // Before the attempt: a send stored while it runs wakes this wait.
-    kj::Promise<void> changed = service.WhenReceivable(topic);
+    // Before the attempt: what happens while it runs wakes the wait after it.
+    kj::Promise<void> sent = service.WhenSent(topic);
+    kj::Promise<void> acked = service.WhenAcked(topic);
     kj::Promise<absl::StatusOr<Delivered>> attempt =
         RunBlocking(service.receives, [&service, topic, sub, consumer, max_bytes]() {
           return service.broker.Receive(*topic, *sub, consumer.get(), max_bytes,
                                         std::chrono::microseconds(0));
         });
-    return attempt.then([&service, topic, sub, consumer, max_bytes, deadline,
-                         changed = kj::mv(changed)](absl::StatusOr<Delivered> delivered) mutable
+    return attempt.then([&service, topic, sub, consumer, max_bytes, deadline, sent = kj::mv(sent),
+                         acked = kj::mv(acked)](absl::StatusOr<Delivered> delivered) mutable
                         -> kj::Promise<absl::StatusOr<Delivered>> {
       const kj::TimePoint now = service.timer.now();
       if (!delivered.ok() || !delivered->items.empty() || now >= deadline) return delivered;
       const kj::Duration nap = std::min(deadline - now, kReceivePoll);
+      kj::Promise<void> changed = delivered->blocked ? kj::mv(acked) : kj::mv(sent);
       return changed.exclusiveJoin(service.timer.afterDelay(nap))
           .then([&service, topic = kj::mv(topic), sub = kj::mv(sub),
                  consumer = kj::mv(consumer), max_bytes, deadline]() mutable {

@@ -94,6 +94,10 @@ struct DeliveryItem {
 struct Delivered {
   std::optional<StreamReadResult> read;
   std::vector<DeliveryItem> items;
+  // Nothing was taken because the consumer may take nothing now (it holds its limit of
+  // unacknowledged batches, or another consumer of a failover or exclusive subscription is the
+  // active one): only an acknowledging call or a consumer leaving changes that.
+  bool blocked = false;
 };
 
 // Messages of a partition not acknowledged by `cursor`: below `end`, neither under the

@@ -240,6 +240,7 @@ absl::StatusOr<Delivered> Broker::Receive(Topic& topic, Subscription& sub, Consu
       if (blocked() && !sub.changed.wait_until(
                            lock.native(), deadline,
                            [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sub.mu) { return !blocked(); })) {
+        out.blocked = true;
         return out;
       }
       if (consumer->closed || sub.torn_down) return Ended(sub);
