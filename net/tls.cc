@@ -138,13 +138,4 @@ kj::Promise<kj::AuthenticatedStream> Tls::Accept(kj::AuthenticatedStream stream)
       });
 }
 
-std::string Tls::IdentityOf(const kj::PeerIdentity* identity) {
-  if (identity == nullptr) return "";
-  KJ_IF_MAYBE (tls, kj::dynamicDowncastIfAvailable<kj::TlsPeerIdentity>(
-                        const_cast<kj::PeerIdentity&>(*identity))) {
-    if (tls->hasCertificate()) return tls->getCommonName().cStr();
-  }
-  return "";
-}
-
 }  // namespace cairn::net::internal

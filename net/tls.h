@@ -33,14 +33,9 @@ class Tls {
   kj::Promise<kj::Own<kj::AsyncIoStream>> Connect(kj::Own<kj::AsyncIoStream> stream,
                                                   const std::string& address);
 
-  // Server: the handshake over an accepted stream; the result's peer identity is a
-  // kj::TlsPeerIdentity (see IdentityOf). A failure is kUnavailable, "TLS handshake with <peer>
-  // failed: <reason>".
+  // Server: the handshake over an accepted stream. A failure is kUnavailable, "TLS handshake
+  // with <peer> failed: <reason>".
   kj::Promise<kj::AuthenticatedStream> Accept(kj::AuthenticatedStream stream);
-
-  // The common name of the certificate a TLS peer presented; "" when it presented none (which
-  // only a server that does not require one accepts) or the connection is not TLS.
-  static std::string IdentityOf(const kj::PeerIdentity* identity);
 
   bool requires_client_certificate() const { return require_client_certificate_; }
   // Whether this side has a certificate to show.

@@ -35,7 +35,6 @@ class TlsListener final : public kj::ConnectionReceiver, private kj::TaskSet::Er
   ~TlsListener() noexcept(false);
 
   kj::Promise<kj::Own<kj::AsyncIoStream>> accept() override;
-  // The peer identity is a kj::TlsPeerIdentity (Tls::IdentityOf).
   kj::Promise<kj::AuthenticatedStream> acceptAuthenticated() override;
   kj::uint getPort() override { return inner_->getPort(); }
   void getsockopt(int level, int option, void* value, kj::uint* length) override {

@@ -2,8 +2,7 @@
 //
 // A fixed pool of threads for blocking calls made on behalf of an event loop, and the bridge
 // that brings their results back to the loop. Calls made for clients (RunBlocking) queue up to
-// a bound, past which they are refused at once with kResourceExhausted; one whose caller went
-// away before it started does not run.
+// a bound, past which they are refused at once with kResourceExhausted.
 #pragma once
 
 #include <atomic>
@@ -64,17 +63,16 @@ class ThreadPool {
 
 // Runs `blocking` on `pool` and resolves, on the calling thread's event loop, to what it
 // returned. `blocking` must not throw. A full queue rejects the promise at once with
-// kResourceExhausted (a stopped pool with kUnavailable), without running `blocking`. If the promise is dropped before
-// the call starts, the call does not run; dropped later, it runs to the end and its result is
-// discarded. Either way whatever it touches must be owned by the function.
+// kResourceExhausted (a stopped pool with kUnavailable), without running `blocking`. If the
+// promise is dropped first, the call still runs to the end and its result is discarded (callers
+// count on it: a consumer's close must leave even if its connection went meanwhile), so
+// whatever it touches must be owned by the function.
 template <typename Func>
 kj::Promise<std::invoke_result_t<Func&>> RunBlocking(ThreadPool& pool, Func blocking) {
   using Result = std::invoke_result_t<Func&>;
   auto paf = kj::newPromiseAndCrossThreadFulfiller<Result>();
-  auto cancelled = std::make_shared<std::atomic<bool>>(false);
   kj::Function<void()> task = [blocking = std::optional<Func>(kj::mv(blocking)),
-                               fulfiller = kj::mv(paf.fulfiller), cancelled]() mutable {
-    if (cancelled->load(std::memory_order_acquire)) return;
+                               fulfiller = kj::mv(paf.fulfiller)]() mutable {
     Result result = (*blocking)();
     // What the function holds (a reader, a writer) goes before the caller hears back, so that
     // a caller who then releases the object really is its last user.
@@ -84,8 +82,7 @@ kj::Promise<std::invoke_result_t<Func&>> RunBlocking(ThreadPool& pool, Func bloc
   if (absl::Status queued = pool.TrySubmit(task); !queued.ok()) {
     return kj::Promise<Result>(StatusToException(queued));
   }
-  return paf.promise.attach(
-      kj::defer([cancelled] { cancelled->store(true, std::memory_order_release); }));
+  return kj::mv(paf.promise);
 }
 
 }  // namespace cairn::net::internal

@@ -253,8 +253,7 @@ TEST_CASE("tls: with client certificates required, a client without one is refus
   AppendAndRead(**ledgers);
 }
 
-TEST_CASE("tls: a client's identity is its certificate's common name, and a handshake never "
-          "finished holds up no other client",
+TEST_CASE("tls: a handshake never finished holds up no other client",
           "[net][tls][security]") {
   Certificates certs;
   TlsOptions server_options = certs.Client(certs.ours);
@@ -286,7 +285,6 @@ TEST_CASE("tls: a client's identity is its certificate's common name, and a hand
   kj::Own<kj::AsyncIoStream> ours = connected.wait(io.waitScope);
   // Served while the silent one still has its handshake pending.
   CHECK(std::chrono::steady_clock::now() - start < milliseconds(500));
-  CHECK(Tls::IdentityOf(served.peerIdentity.get()) == "alice");
   CHECK(listener.failed_handshakes() == 0);
   // The silent one is dropped once its time is up.
   io.provider->getTimer().afterDelay(900 * kj::MILLISECONDS).wait(io.waitScope);

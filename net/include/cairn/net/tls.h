@@ -17,8 +17,7 @@ struct TlsOptions {
   // server; on a client, sent when the server asks for one (mutual TLS).
   std::string cert_file;
   std::string key_file;
-  // Server: refuse a client that presents no certificate signed by ca_file (mutual TLS). The
-  // certificate's subject common name is then the connection's identity.
+  // Server: refuse a client that presents no certificate signed by ca_file (mutual TLS).
   bool require_client_certificate = false;
   // Client: the name the server's certificate must carry. Empty: the host part of the address
   // dialled ("127.0.0.1", "node-3.example"). The name is compared as a DNS name, so a
