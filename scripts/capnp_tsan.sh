@@ -28,8 +28,9 @@ if [ "${installed%%-*}" != "$version" ]; then
        "builds $version (update its version and checksum to match)" >&2
   exit 1
 fi
-# Raised when the patch below changes, so that a PREFIX built before is built again.
-patch_level=1
+# Raised when the patch below or the build's options change, so that a PREFIX built before is
+# built again (2: with OpenSSL, for kj's TLS).
+patch_level=2
 stamp="$prefix/.cairn-tsan-$version-p$patch_level"
 if [ -e "$stamp" ]; then
   exit 0
@@ -70,7 +71,7 @@ echo "capnp_tsan.sh: building Cap'n Proto $version with ThreadSanitizer into $pr
 cmake -S "$work/capnproto-c++-$version" -B "$work/build" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_FLAGS=-fsanitize=thread -DCMAKE_CXX_FLAGS=-fsanitize=thread \
-  -DBUILD_TESTING=OFF -DEXTERNAL_CAPNP=ON -DWITH_OPENSSL=OFF -DWITH_ZLIB=OFF \
+  -DBUILD_TESTING=OFF -DEXTERNAL_CAPNP=ON -DWITH_OPENSSL=ON -DWITH_ZLIB=OFF \
   -DCMAKE_INSTALL_PREFIX="$prefix" >"$work/build.log" 2>&1 &&
   cmake --build "$work/build" -j "$(nproc)" >>"$work/build.log" 2>&1 || {
   tail -n 40 "$work/build.log" >&2
