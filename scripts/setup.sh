@@ -17,6 +17,7 @@ packages=(
   zookeeper            # the server its tests start (with a Java runtime)
   iproute2             # `ip`: the cluster fault test's network namespaces and partitions
   openssl              # scripts/make_test_certs.sh, for the TLS tests
+  libjwt-dev           # signed tokens (net/auth/token.h)
 )
 for arg in "$@"; do
   case "$arg" in

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -42,6 +43,8 @@
 #include "net/metrics/metrics.h"
 #include "net/net_status.h"
 #include "net/proxy/proxy.h"
+#include "net/auth/authorizer.h"
+#include "net/auth/token.h"
 #include "net/tls.h"
 #include "net/tls_listener.h"
 #include "net/store_node/replica_gc.h"
@@ -125,6 +128,14 @@ ABSL_FLAG(std::string, tls_key, "", "with --tls-cert: its private key (PEM file)
 ABSL_FLAG(bool, tls_require_client_cert, false,
           "with --tls-ca: refuse clients that show no certificate signed by --tls-ca (mutual "
           "TLS); what a daemon listening beyond loopback needs, short of --insecure");
+ABSL_FLAG(std::string, auth_token_secret_file, "",
+          "proxy, standalone: require authentication: every client connection must present a "
+          "token signed with the secret in this file (at least 32 bytes; `cairn token create` "
+          "makes tokens), and may do only what its role was granted (`cairn grant`). Tokens and "
+          "grants: docs/security.md");
+ABSL_FLAG(std::string, auth_admin_roles, "admin",
+          "with --auth-token-secret-file: comma-separated roles that may do everything, grants "
+          "included");
 ABSL_FLAG(std::string, advertise, "",
           "proxy with --metadata zk://...: the host:port clients reach this proxy at, as other "
           "proxies name it to them (default: the --listen address and port)");
@@ -228,9 +239,12 @@ constexpr char kUsage[] =
     "Every daemon takes [--max-connections 4096] [--max-connections-per-address 512] and\n"
     "[--tls-ca FILE --tls-cert FILE --tls-key FILE]\n"
     "[--tls-require-client-cert]: TLS on every connection it accepts and makes to store nodes\n"
-    "(scripts/make_test_certs.sh makes test certificates). Each listens on loopback unless\n"
-    "told otherwise; an address beyond loopback needs client certificates required\n"
-    "(--tls-require-client-cert), or --insecure (docs/security.md).\n"
+    "(scripts/make_test_certs.sh makes test certificates). proxy and standalone take\n"
+    "[--auth-token-secret-file FILE [--auth-admin-roles admin]]: every client must present a\n"
+    "token (`cairn token create`) and may do only what its role was granted (`cairn grant`).\n"
+    "Each listens on loopback unless told otherwise; an address beyond loopback needs TLS with\n"
+    "client certificates required (--tls-require-client-cert) or, for proxy and standalone,\n"
+    "TLS with tokens; or --insecure (docs/security.md).\n"
     "\n"
     "With --metadata zk://..., store nodes and proxies register themselves in the ZooKeeper\n"
     "ensemble (ephemeral records under nodes/stores/ and nodes/proxies/), and a proxy keeps its\n"
@@ -292,9 +306,31 @@ absl::StatusOr<std::shared_ptr<internal::Tls>> ServerTlsFromFlags(const char* co
   return loaded;
 }
 
+// The --auth-* flags: none without --auth-token-secret-file; kInvalidArgument for a secret
+// that cannot be used or a bad role name.
+absl::StatusOr<std::optional<internal::AuthOptions>> AuthFromFlags(const char* command) {
+  const std::string secret_file = absl::GetFlag(FLAGS_auth_token_secret_file);
+  if (secret_file.empty()) return std::optional<internal::AuthOptions>();
+  internal::AuthOptions auth;
+  absl::StatusOr<std::string> secret = internal::ReadTokenSecret(secret_file);
+  if (!secret.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(command, ": ", secret.status().message()));
+  }
+  auth.token_secret = *std::move(secret);
+  auth.admin_roles = absl::StrSplit(absl::GetFlag(FLAGS_auth_admin_roles), ',', absl::SkipEmpty());
+  for (const std::string& role : auth.admin_roles) {
+    if (absl::Status ok = internal::CheckRoleName(role); !ok.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(command, ": --auth-admin-roles: ", ok.message()));
+    }
+  }
+  return std::optional<internal::AuthOptions>(std::move(auth));
+}
+
 // Why `command` may not listen on `listen` (net/listen_policy.h), or a bad connection limit;
-// OK if it may.
-absl::Status CheckListen(const char* command, const std::string& listen) {
+// OK if it may. A listener beyond loopback needs TLS and an authentication: client
+// certificates, or (`tokens`, where the command checks them) tokens.
+absl::Status CheckListen(const char* command, const std::string& listen, bool tokens = false) {
   if (absl::GetFlag(FLAGS_max_connections) == 0 ||
       absl::GetFlag(FLAGS_max_connections_per_address) == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -302,7 +338,7 @@ absl::Status CheckListen(const char* command, const std::string& listen) {
   }
   const TlsOptions tls = TlsFromFlags();
   absl::Status ok = CheckListenAddress("--listen", listen, absl::GetFlag(FLAGS_insecure),
-                                       tls.enabled() && tls.require_client_certificate);
+                                       tls.enabled() && (tls.require_client_certificate || tokens));
   if (ok.ok()) return ok;
   return absl::FailedPreconditionError(absl::StrCat(command, ": ", ok.message()));
 }
@@ -658,7 +694,9 @@ int RunProxy() {
                                        ? absl::StrCat("store nodes ", replicated_stores)
                                        : absl::StrCat("store node ", store_address);
   const std::string listen = ListenFlag(kDefaultProxyPort);
-  if (absl::Status ok = CheckListen("proxy", listen); !ok.ok()) {
+  absl::StatusOr<std::optional<internal::AuthOptions>> auth = AuthFromFlags("proxy");
+  if (!auth.ok()) return Fail(std::string(auth.status().message()));
+  if (absl::Status ok = CheckListen("proxy", listen, auth->has_value()); !ok.ok()) {
     return Fail(std::string(ok.message()));
   }
   absl::StatusOr<std::shared_ptr<internal::Tls>> server_tls = ServerTlsFromFlags("proxy");
@@ -846,6 +884,7 @@ int RunProxy() {
       proxy_options.max_connections = absl::GetFlag(FLAGS_max_connections);
       proxy_options.max_connections_per_address = absl::GetFlag(FLAGS_max_connections_per_address);
       proxy_options.log = log;
+      proxy_options.auth = *auth;
       // Below what the remote ledger set accepts without blocking the caller.
       proxy_options.max_in_flight_send_bytes = kMaxClientInFlightBytes / 2;
       proxy_options.dedup_window_bytes = dedup_window;
@@ -958,7 +997,9 @@ int RunStandalone() {
       StoreOptionsFromFlags("standalone", data_dir + "/ledgers");
   if (!flags_options.ok()) return Fail(std::string(flags_options.status().message()));
   const std::string listen = ListenFlag(kDefaultProxyPort);
-  if (absl::Status ok = CheckListen("standalone", listen); !ok.ok()) {
+  absl::StatusOr<std::optional<internal::AuthOptions>> auth = AuthFromFlags("standalone");
+  if (!auth.ok()) return Fail(std::string(auth.status().message()));
+  if (absl::Status ok = CheckListen("standalone", listen, auth->has_value()); !ok.ok()) {
     return Fail(std::string(ok.message()));
   }
   absl::StatusOr<std::shared_ptr<internal::Tls>> server_tls = ServerTlsFromFlags("standalone");
@@ -994,6 +1035,7 @@ int RunStandalone() {
       proxy_options.max_connections = absl::GetFlag(FLAGS_max_connections);
       proxy_options.max_connections_per_address = absl::GetFlag(FLAGS_max_connections_per_address);
       proxy_options.log = log;
+      proxy_options.auth = *auth;
       // Half the store's budget: sends never make the store's back-pressure block the loop.
       proxy_options.max_in_flight_send_bytes = options.max_in_flight_bytes / 2;
       proxy_options.dedup_window_bytes = dedup_window;

@@ -84,6 +84,8 @@ int UsageError(const char* command, std::string_view message) {
   return kExitError;
 }
 
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Client>> Connect() {
   ClientOptions options;
   options.address = absl::GetFlag(FLAGS_proxy);
@@ -92,11 +94,14 @@ absl::StatusOr<std::unique_ptr<Client>> Connect() {
       std::chrono::milliseconds(absl::GetFlag(FLAGS_heartbeat_interval_ms));
   options.heartbeat_timeout = std::chrono::milliseconds(absl::GetFlag(FLAGS_heartbeat_timeout_ms));
   options.tls = TlsFromFlags();
+  options.token = TokenFromFlags();
   options.log = [](LogLevel level, std::string_view message) {
     absl::FPrintF(stderr, "cairn: %s: %s\n", LogLevelName(level), message);
   };
   return Client::Connect(options);
 }
+
+namespace {
 
 const std::string& Topic() { return Args().at(0); }
 

@@ -325,6 +325,71 @@ const Command kCommandsAsWritten[] = {
         .args = {"TARGET"},
     },
     {
+        .name = "token create",
+        .summary = "Make a signed token for a role, for proxies that require authentication",
+        .usage = "cairn token create --secret-file FILE --role ROLE [--ttl 24h]",
+        .details =
+            "Prints a token (a JSON Web Token signed with HMAC-SHA256) that names ROLE and\n"
+            "expires after --ttl (90s, 30m, 24h, 7d), signed with the secret in FILE: the file\n"
+            "the proxies were started with (cairnd --auth-token-secret-file). Clients present\n"
+            "it with --token or $CAIRN_TOKEN; it is worth what the role was granted (cairn\n"
+            "grant), and everything for an administrator role (cairnd --auth-admin-roles).\n"
+            "Keep the secret file readable by its owner only: whoever reads it can make tokens.\n"
+            "\n"
+            "Exit status: 0, or 2 (unreadable or short secret, bad role or --ttl).\n",
+        .flags = {{"secret_file", "FILE", true}, {"role", "ROLE", true}, {"ttl", "TTL", false}},
+        .examples = {"export CAIRN_TOKEN=$(cairn token create --secret-file /etc/cairn/secret "
+                     "--role billing --ttl 7d)"},
+        .run = RunTokenCreate,
+    },
+    {
+        .name = "grant",
+        .summary = "Give a role permissions on topics",
+        .usage = "cairn grant ROLE RESOURCE PERMISSIONS [--proxy HOST:PORT] [--token T]",
+        .details =
+            "Adds PERMISSIONS (produce, consume, administer, comma-separated, or all) to what\n"
+            "ROLE may do to RESOURCE: * (every topic), a prefix ending in .* (tenant.* or\n"
+            "tenant.namespace.*, by the convention of dotted topic names) or a topic name.\n"
+            "produce: open producers. consume: subscribe, unsubscribe, read compacted.\n"
+            "administer: create, delete, compact, set retention. Any of them: stats, lookup.\n"
+            "Grants live in the metadata store, for every proxy, and apply from the next call\n"
+            "that checks them (producers and consumers already open keep going). On a proxy\n"
+            "with authentication only administrator roles may change them; on one without,\n"
+            "anyone who reaches it may (grants can be set up before authentication is on).\n"
+            "\n"
+            "Exit status: 0, or 2.\n",
+        .flags = {{"proxy", "HOST:PORT", false}},
+        .examples = {"cairn grant billing 'billing.*' produce,consume --token $ADMIN_TOKEN"},
+        .run = RunGrant,
+        .args = {"ROLE", "RESOURCE", "PERMISSIONS"},
+    },
+    {
+        .name = "revoke",
+        .summary = "Take permissions on topics away from a role",
+        .usage = "cairn revoke ROLE RESOURCE PERMISSIONS [--proxy HOST:PORT] [--token T]",
+        .details =
+            "Takes PERMISSIONS away from ROLE's grant on exactly RESOURCE (as cairn grant\n"
+            "names them); a grant left with none is deleted. Wider or narrower grants of the\n"
+            "role are kept: list them with cairn grants --role ROLE.\n"
+            "\n"
+            "Exit status: 0, or 2 (the role has no grant on RESOURCE, among others).\n",
+        .flags = {{"proxy", "HOST:PORT", false}},
+        .examples = {"cairn revoke billing 'billing.*' produce"},
+        .run = RunRevoke,
+        .args = {"ROLE", "RESOURCE", "PERMISSIONS"},
+    },
+    {
+        .name = "grants",
+        .summary = "List the roles' grants",
+        .usage = "cairn grants [--role ROLE] [--proxy HOST:PORT] [--token T] [--json]",
+        .details = "Prints every grant, or ROLE's, as role, resource and permissions.\n"
+                   "\n"
+                   "Exit status: 0, or 2.\n",
+        .flags = {{"proxy", "HOST:PORT", false}, {"role", "ROLE", false}, {"json", "", false}},
+        .examples = {"cairn grants --role billing"},
+        .run = RunGrants,
+    },
+    {
         .name = "perf produce",
         .summary = "Measure producing: messages/s, MB/s, publish latency",
         .usage = "cairn perf produce TOPIC [--rate R] [--size BYTES] [--messages N | --duration S]\n"
@@ -424,6 +489,10 @@ std::vector<Command> WithTlsFlags() {
     command.flags.push_back({"tls_cert", "FILE", false});
     command.flags.push_back({"tls_key", "FILE", false});
     command.flags.push_back({"tls_server_name", "NAME", false});
+    if (std::any_of(command.flags.begin(), command.flags.end(),
+                    [](const FlagUse& use) { return std::string_view(use.name) == "proxy"; })) {
+      command.flags.push_back({"token", "TOKEN", false});
+    }
   }
   return commands;
 }

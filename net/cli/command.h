@@ -68,6 +68,10 @@ int RunTopicsStats();
 int RunTopicsRetention();
 int RunCompact();
 int RunAdminUnload();
+int RunTokenCreate();
+int RunGrant();
+int RunRevoke();
+int RunGrants();
 int RunPerfProduce();
 int RunPerfConsume();
 

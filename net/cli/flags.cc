@@ -28,6 +28,16 @@ ABSL_FLAG(std::string, tls_key, "",
 ABSL_FLAG(std::string, tls_server_name, "",
           "With --tls-ca: the name the server's certificate must carry (default: "
           "$CAIRN_TLS_SERVER_NAME, else the host of the address dialled).");
+ABSL_FLAG(std::string, token, "",
+          "A signed token for proxies that require authentication (`cairn token create`); "
+          "default: $CAIRN_TOKEN.");
+ABSL_FLAG(std::string, secret_file, "",
+          "token create: the file of the secret the proxies check tokens with "
+          "(cairnd --auth-token-secret-file).");
+ABSL_FLAG(std::string, role, "",
+          "token create: the role the token names; grants: list only this role's grants.");
+ABSL_FLAG(std::string, ttl, "24h",
+          "token create: how long the token is valid, as 90s, 30m, 24h or 7d.");
 ABSL_FLAG(uint64_t, reconnect_timeout_ms, 30000,
           "After losing the proxy, try to reconnect for this long before failing the sends "
           "and receives that wait for it.");
@@ -130,6 +140,8 @@ std::string FlagOrEnv(const absl::Flag<std::string>& flag, const char* variable)
   return env == nullptr ? "" : env;
 }
 }  // namespace
+
+std::string TokenFromFlags() { return FlagOrEnv(FLAGS_token, "CAIRN_TOKEN"); }
 
 net::TlsOptions TlsFromFlags() {
   net::TlsOptions tls;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/flags/declare.h"
+#include "cairn/net/client.h"
 #include "cairn/net/tls.h"
 
 ABSL_DECLARE_FLAG(std::vector<std::string>, data_dir);
@@ -23,6 +24,10 @@ ABSL_DECLARE_FLAG(std::string, tls_ca);
 ABSL_DECLARE_FLAG(std::string, tls_cert);
 ABSL_DECLARE_FLAG(std::string, tls_key);
 ABSL_DECLARE_FLAG(std::string, tls_server_name);
+ABSL_DECLARE_FLAG(std::string, token);
+ABSL_DECLARE_FLAG(std::string, secret_file);
+ABSL_DECLARE_FLAG(std::string, role);
+ABSL_DECLARE_FLAG(std::string, ttl);
 ABSL_DECLARE_FLAG(uint64_t, heartbeat_interval_ms);
 ABSL_DECLARE_FLAG(uint64_t, heartbeat_timeout_ms);
 ABSL_DECLARE_FLAG(std::string, file);
@@ -66,5 +71,10 @@ absl::Flag<std::vector<std::string>>* RepeatableFlag(std::string_view name);
 
 // TLS to proxies and store nodes: --tls-* or, for each left empty, $CAIRN_TLS_*.
 net::TlsOptions TlsFromFlags();
+// --token, else $CAIRN_TOKEN, else "".
+std::string TokenFromFlags();
+
+// A client of the proxies --proxy names, with --tls-* and --token (client_commands.cc).
+absl::StatusOr<std::unique_ptr<net::Client>> Connect();
 
 }  // namespace cairn::cli

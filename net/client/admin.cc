@@ -253,6 +253,33 @@ class ClientImpl final : public Client {
     });
   }
 
+  absl::Status Grant(std::string_view role, std::string_view resource,
+                     std::string_view permissions) override {
+    return ChangeGrant(role, resource, permissions, true);
+  }
+
+  absl::Status Revoke(std::string_view role, std::string_view resource,
+                      std::string_view permissions) override {
+    return ChangeGrant(role, resource, permissions, false);
+  }
+
+  absl::StatusOr<std::vector<GrantSummary>> ListGrants(std::string_view role) override {
+    std::string role_storage;
+    return Follow<std::vector<GrantSummary>>([&](rpc::Proxy::Client& proxy) {
+      auto request = proxy.listGrantsRequest();
+      request.setRole(Text(role, role_storage));
+      return request.send().then([](capnp::Response<rpc::Proxy::ListGrantsResults> response) {
+        std::vector<GrantSummary> grants;
+        for (rpc::GrantInfo::Reader g : response.getGrants()) {
+          grants.push_back(GrantSummary{.role = std::string(g.getRole().cStr()),
+                                        .resource = std::string(g.getResource().cStr()),
+                                        .permissions = std::string(g.getPermissions().cStr())});
+        }
+        return grants;
+      });
+    });
+  }
+
   absl::StatusOr<std::unique_ptr<Producer>> CreateProducer(
       std::string_view topic, const ProducerOptions& options) override {
     return OnOwner<Producer>(topic, [&](auto&& connection) {
@@ -270,6 +297,21 @@ class ClientImpl final : public Client {
   }
 
  private:
+  absl::Status ChangeGrant(std::string_view role, std::string_view resource,
+                           std::string_view permissions, bool add) {
+    std::string role_storage, resource_storage, permissions_storage;
+    return Follow<bool>([&](rpc::Proxy::Client& proxy) {
+             auto fill = [&](auto request) {
+               request.setRole(Text(role, role_storage));
+               request.setResource(Text(resource, resource_storage));
+               request.setPermissions(Text(permissions, permissions_storage));
+               return request.send().then([](auto) { return true; });
+             };
+             return add ? fill(proxy.grantRequest()) : fill(proxy.revokeRequest());
+           })
+        .status();
+  }
+
   // Runs an admin call on the client's proxy; if that answers that the topic (or bundle) is
   // served by another proxy, runs it there, once.
   template <typename T, typename MakeRequest>

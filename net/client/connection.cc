@@ -104,13 +104,19 @@ kj::Promise<kj::Own<RpcConnection>> ClientConnection::ConnectAndPing(
 
 kj::Promise<kj::Own<RpcConnection>> ClientConnection::PingOne(const std::string& address,
                                                               std::chrono::milliseconds timeout) {
-  return internal::ConnectAndPing(thread_->io(), address, timeout, tls_,
-                                  [](RpcConnection& connection) {
-                                    return connection.Bootstrap<rpc::Proxy>()
-                                        .pingRequest()
-                                        .send()
-                                        .ignoreResult();
-                                  });
+  // With a token, the connection authenticates as soon as it answered: every call after that
+  // acts as the token's role (the proxy remembers it for this connection only).
+  return internal::ConnectAndPing(
+      thread_->io(), address, timeout, tls_, [token = options_.token](RpcConnection& connection) {
+        rpc::Proxy::Client proxy = connection.Bootstrap<rpc::Proxy>();
+        kj::Promise<void> pinged = proxy.pingRequest().send().ignoreResult();
+        if (token.empty()) return pinged;
+        return pinged.then([proxy, token]() mutable {
+          auto request = proxy.authenticateRequest();
+          request.setToken(token);
+          return request.send().ignoreResult();
+        });
+      });
 }
 
 kj::Promise<kj::Own<RpcConnection>> ClientConnection::ConnectFrom(

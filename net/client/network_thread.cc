@@ -283,7 +283,12 @@ kj::Promise<kj::Own<RpcConnection>> RpcConnection::Connect(kj::AsyncIoProvider& 
 }
 
 absl::Status ConnectError(const std::string& address, const absl::Status& cause) {
-  return absl::UnavailableError(absl::StrCat("cannot connect to ", address, ": ", cause.message()));
+  const std::string message = absl::StrCat("cannot connect to ", address, ": ", cause.message());
+  // A refused token is not a network problem: trying again will not help.
+  if (absl::IsUnauthenticated(cause) || absl::IsPermissionDenied(cause)) {
+    return absl::Status(cause.code(), message);
+  }
+  return absl::UnavailableError(message);
 }
 
 }  // namespace cairn::net

@@ -165,7 +165,8 @@ class RpcConnection {
   kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc_system_;
 };
 
-// The status for a failed connection attempt: kUnavailable, naming the address.
+// The status for a failed connection attempt, naming the address: kUnavailable, or the cause's
+// own kUnauthenticated or kPermissionDenied (a refused token).
 absl::Status ConnectError(const std::string& address, const absl::Status& cause);
 
 }  // namespace cairn::net

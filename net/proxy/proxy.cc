@@ -25,6 +25,7 @@
 #include "net/proxy/duplicate_check.h"
 #include "net/proxy/producer_sequences.h"
 #include "net/proxy/producer_sequences_loading.h"
+#include "net/proxy/proxy_access.h"
 #include "net/proxy/send_stages.h"
 #include "net/schema/proxy.capnp.h"
 #include "net/server_util.h"
@@ -193,6 +194,9 @@ struct Service final : public kj::TaskSet::ErrorHandler,
                internal::BrokerOptions{.max_unacked_per_consumer = options.max_unacked_per_consumer,
                                        .gate = gate.get(),
                                        .log = options.log}),
+        grants(metadata),
+        auth(options.auth ? std::make_unique<internal::Authorizer>(*options.auth, metadata)
+                          : nullptr),
         blocking(options.blocking_threads),
         receives(options.receive_threads),
         tasks(*this),
@@ -366,6 +370,8 @@ struct Service final : public kj::TaskSet::ErrorHandler,
   kj::Timer& timer;  // the event loop's
   const std::unique_ptr<internal::OwnershipGate> gate;  // in a cluster; before the broker
   Broker broker;
+  internal::GrantStore grants;
+  const std::unique_ptr<internal::Authorizer> auth;  // null: no authentication
   ThreadPool blocking;
   ThreadPool receives;
   kj::TaskSet tasks;  // send completions, which outlive the calls that started them
@@ -944,6 +950,67 @@ class ProxyImpl final : public rpc::Proxy::Server {
   ~ProxyImpl() { service_.connections.fetch_sub(1); }
 
  protected:
+  // Every call passes here first. With authentication on, it runs only once the connection's
+  // role may make it (net/proxy/proxy_access.h); the check may read grants, so off the loop.
+  DispatchCallResult dispatchCall(uint64_t interface_id, uint16_t method_id,
+                                  capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer> context)
+      override {
+    if (service_.auth == nullptr || interface_id != capnp::typeId<rpc::Proxy>()) {
+      return rpc::Proxy::Server::dispatchCall(interface_id, method_id, context);
+    }
+    internal::Access access = internal::ProxyCallAccess(method_id, context.getParams());
+    if (access.kind == internal::Access::kAnyone) {
+      return rpc::Proxy::Server::dispatchCall(interface_id, method_id, context);
+    }
+    kj::Promise<void> checked =
+        RunBlocking(service_.blocking, [&auth = *service_.auth, principal = principal_,
+                                        access = std::move(access)]() {
+          return auth.Check(principal.get(), access);
+        }).then(ThrowIfError);
+    return {checked.then([this, interface_id, method_id, context]() mutable {
+              return rpc::Proxy::Server::dispatchCall(interface_id, method_id, context).promise;
+            }),
+            false};
+  }
+
+  kj::Promise<void> authenticate(AuthenticateContext context) override {
+    if (service_.auth == nullptr) return kj::READY_NOW;  // nothing to prove here
+    const std::string token(Text(context.getParams().getToken()));
+    return RunBlocking(service_.blocking,
+                       [&auth = *service_.auth, token]() { return auth.Authenticate(token); })
+        .then([this, context](absl::StatusOr<internal::Principal> principal) mutable {
+          if (!principal.ok()) ThrowStatus(principal.status());
+          context.getResults().setRole(principal->role);
+          context.getResults().setExpiresAtS(principal->expires_at_s);
+          principal_ = std::make_shared<const internal::Principal>(*std::move(principal));
+        });
+  }
+
+  kj::Promise<void> grant(GrantContext context) override {
+    return ChangeGrant(context.getParams().getRole(), context.getParams().getResource(),
+                       context.getParams().getPermissions(), true);
+  }
+
+  kj::Promise<void> revoke(RevokeContext context) override {
+    return ChangeGrant(context.getParams().getRole(), context.getParams().getResource(),
+                       context.getParams().getPermissions(), false);
+  }
+
+  kj::Promise<void> listGrants(ListGrantsContext context) override {
+    const std::string role(Text(context.getParams().getRole()));
+    return RunBlocking(service_.blocking,
+                       [&grants = service_.grants, role]() { return grants.List(role); })
+        .then([context](absl::StatusOr<std::vector<internal::Grant>> grants) mutable {
+          if (!grants.ok()) ThrowStatus(grants.status());
+          auto out = context.getResults().initGrants(grants->size());
+          for (size_t i = 0; i < grants->size(); ++i) {
+            out[i].setRole((*grants)[i].role);
+            out[i].setResource((*grants)[i].resource);
+            out[i].setPermissions(internal::PermissionsText((*grants)[i].permissions));
+          }
+        });
+  }
+
   kj::Promise<void> createTopic(CreateTopicContext context) override {
     const std::string name(Text(context.getParams().getName()));
     auto options = context.getParams().getOptions();
@@ -1229,8 +1296,24 @@ class ProxyImpl final : public rpc::Proxy::Server {
     out.setMessagesOutRate(static_cast<double>(stats.messages_out - first.messages_out) / seconds);
   }
 
+  kj::Promise<void> ChangeGrant(capnp::Text::Reader role_text, capnp::Text::Reader resource_text,
+                                capnp::Text::Reader permissions_text, bool add) {
+    const std::string role(Text(role_text));
+    const std::string resource(Text(resource_text));
+    absl::StatusOr<uint32_t> permissions = internal::ParsePermissions(Text(permissions_text));
+    if (!permissions.ok()) ThrowStatus(permissions.status());
+    return RunBlocking(service_.blocking,
+                       [&grants = service_.grants, role, resource, bits = *permissions, add]() {
+                         return add ? grants.Add(role, resource, bits)
+                                    : grants.Remove(role, resource, bits);
+                       })
+        .then(ThrowIfError);
+  }
+
   const std::shared_ptr<Service> keep_alive_;  // see Service
   Service& service_;
+  // Who this connection authenticated as (authenticate); null: no one. Event loop only.
+  std::shared_ptr<const internal::Principal> principal_;
 };
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "cairn/store.h"
 #include "kj/async-io.h"
 #include "kj/timer.h"
+#include "net/auth/authorizer.h"
 
 namespace cairn::net {
 
@@ -78,6 +80,10 @@ struct ProxyOptions {
   // two bundles or more, unloads one of them to it (the load manager, docs/cluster.md).
   std::chrono::milliseconds shed_interval{0};
   std::function<std::string()> lighter_proxy;
+  // Authentication and authorisation (net/auth/authorizer.h): with it, every call but ping and
+  // authenticate needs a connection authenticated with a token, and a grant for what it does.
+  // Without it (loopback, tests), anyone may do anything.
+  std::optional<internal::AuthOptions> auth;
   // Where the proxy registers its metrics (docs/proxy.md lists them); borrowed, may be null.
   MetricsRegistry* metrics = nullptr;
   LogFunction log = StderrLog();

@@ -199,6 +199,26 @@ interface Proxy {
   # are told where to go. Returns the bundle's name. kFailedPrecondition from a proxy that does
   # not own bundles, kNotFound if it does not own that one.
   unload @12 (target :Text, to :Text) -> (bundle :Text);
+
+  # Security (docs/security.md). On a proxy that requires authentication, every call but ping
+  # and authenticate fails with kUnauthenticated until this connection authenticated with a
+  # token, and then with kPermissionDenied unless the token's role has the grant it needs.
+  # Answers the role, and when the token expires (seconds since the epoch); on a proxy without
+  # authentication, an empty role.
+  authenticate @13 (token :Text) -> (role :Text, expiresAtS :Int64);
+  # Grants: administrator roles only. Permissions: "produce,consume,administer" (any of them,
+  # or "all"); resource: "*", "tenant.*", "tenant.namespace.*" or a topic name.
+  grant @14 (role :Text, resource :Text, permissions :Text) -> ();
+  # kNotFound if the role has no grant on exactly that resource.
+  revoke @15 (role :Text, resource :Text, permissions :Text) -> ();
+  # Every role's grants, or one role's.
+  listGrants @16 (role :Text) -> (grants :List(GrantInfo));
+}
+
+struct GrantInfo {
+  role @0 :Text;
+  resource @1 :Text;
+  permissions @2 :Text;  # as "produce,consume,administer"
 }
 
 interface Producer {

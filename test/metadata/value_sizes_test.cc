@@ -18,7 +18,8 @@
 namespace cairn {
 namespace {
 
-TEST_CASE("metadata: the values the project writes fit the ZooKeeper store", "[metadata]") {
+TEST_CASE("metadata: the values the project writes fit the ZooKeeper store",
+          "[metadata][value_sizes]") {
   constexpr size_t kLimit = kZooKeeperDefaultMaxValueBytes;
 
   // A stream record: per ledger an id, offsets, a size and a time, all at realistic magnitudes.

@@ -512,6 +512,96 @@ uint64_t Field(const std::string& line, const std::string& key) {
   return std::stoull(line.substr(at + key.size() + 2));
 }
 
+TEST_CASE("cli: token create, grant, grants and revoke against a proxy that requires tokens",
+          "[cli][daemon][security]") {
+  Fixture f;
+  const std::string secret = f.temp.path() + "/secret";
+  std::ofstream(secret) << "0123456789abcdef0123456789abcdef-cli\n";
+  net::testing::Daemon daemon({"standalone", "--data-dir", f.temp.path() + "/standalone",
+                               "--listen", "127.0.0.1:0", "--metrics-listen", "none",
+                               "--auth-token-secret-file", secret},
+                              f.temp.path() + "/cairnd.log");
+  const std::string proxy = daemon.address();
+  auto token = [&](const std::string& role) {
+    Run run = Cairn(f.scratch, {"token", "create", "--secret-file", secret, "--role", role,
+                                "--ttl", "10m"});
+    REQUIRE(run.status == 0);
+    REQUIRE(run.out.size() > 20);
+    return run.out.substr(0, run.out.size() - 1);
+  };
+  const std::string admin = token("admin");
+  const std::string app = token("app");
+
+  Run run = Cairn(f.scratch, {"topics", "list", "--proxy", proxy});
+  CHECK(run.status == 2);
+  CHECK(run.err.find("UNAUTHENTICATED") != std::string::npos);
+  REQUIRE(Cairn(f.scratch, {"topics", "create", "app.events", "--proxy", proxy, "--token", admin})
+              .status == 0);
+  run = Cairn(f.scratch, {"produce", "app.events", "--proxy", proxy, "--token", app});
+  CHECK(run.status == 2);
+  CHECK(run.err.find("PERMISSION_DENIED") != std::string::npos);
+  CHECK(run.err.find("role 'app' has no permission on topic 'app.events'") != std::string::npos);
+
+  REQUIRE(Cairn(f.scratch, {"grant", "app", "app.events", "consume", "--proxy", proxy, "--token",
+                            admin})
+              .status == 0);
+  run = Cairn(f.scratch, {"produce", "app.events", "--proxy", proxy, "--token", app});
+  CHECK(run.status == 2);
+  CHECK(run.err.find("role 'app' has no produce permission on topic 'app.events'") !=
+        std::string::npos);
+  REQUIRE(Cairn(f.scratch, {"revoke", "app", "app.events", "consume", "--proxy", proxy, "--token",
+                            admin})
+              .status == 0);
+
+  run = Cairn(f.scratch, {"grant", "app", "app.*", "produce,consume", "--proxy", proxy,
+                          "--token", admin});
+  REQUIRE(run.status == 0);
+  CHECK(run.out == "granted app produce,consume on app.*\n");
+  // Only an administrator role changes grants.
+  run = Cairn(f.scratch, {"grant", "app", "*", "administer", "--proxy", proxy, "--token", app});
+  CHECK(run.status == 2);
+  CHECK(run.err.find("PERMISSION_DENIED") != std::string::npos);
+  run = Cairn(f.scratch, {"grants", "--json", "--proxy", proxy, "--token", admin});
+  REQUIRE(run.status == 0);
+  CHECK(run.out ==
+        "{\"grants\":[{\"role\":\"app\",\"resource\":\"app.*\",\"permissions\":"
+        "\"produce,consume\"}]}\n");
+
+  {
+    std::ofstream lines(f.scratch + "/lines");
+    lines << "one\ntwo\n";
+  }
+  // The token from the environment.
+  REQUIRE(setenv("CAIRN_TOKEN", app.c_str(), 1) == 0);
+  run = Cairn(f.scratch, {"produce", "app.events", "--proxy", proxy, "--file",
+                          f.scratch + "/lines"});
+  unsetenv("CAIRN_TOKEN");
+  REQUIRE(run.status == 0);
+
+  run = Cairn(f.scratch, {"revoke", "app", "app.*", "produce", "--proxy", proxy, "--token",
+                          admin});
+  REQUIRE(run.status == 0);
+  run = Cairn(f.scratch, {"grants", "--role", "app", "--proxy", proxy, "--token", admin});
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find("app.*") != std::string::npos);
+  CHECK(run.out.find("consume") != std::string::npos);
+  CHECK(run.out.find("produce") == std::string::npos);
+  run = Cairn(f.scratch, {"revoke", "app", "zeta.*", "produce", "--proxy", proxy, "--token",
+                          admin});
+  CHECK(run.status == 2);
+  CHECK(run.err.find("NOT_FOUND") != std::string::npos);
+
+  // Bad input to token create.
+  run = Cairn(f.scratch, {"token", "create", "--secret-file", secret, "--role", "app", "--ttl",
+                          "soon"});
+  CHECK(run.status == 2);
+  CHECK(run.err.find("--ttl 'soon'") != std::string::npos);
+  run = Cairn(f.scratch, {"token", "create", "--secret-file", f.temp.path() + "/none",
+                          "--role", "app"});
+  CHECK(run.status == 2);
+  CHECK(run.err.find("cannot read the token secret file") != std::string::npos);
+}
+
 TEST_CASE("cli: perf produce stops at the first failed send", "[cli][daemon]") {
   Fixture f;
   net::testing::Daemon daemon({"standalone", "--data-dir", f.temp.path() + "/standalone", "--listen",

@@ -95,7 +95,8 @@ struct FourNodes {
     options.stores = {addresses[0], addresses[1], addresses[2]};
     options.metadata = metadata.get();
     options.replication.config = {.ensemble_size = 3, .write_quorum = 3, .ack_quorum = 2};
-    options.replication.add_timeout_us = 500'000;
+    // Long enough for a sanitizer build on a busy machine: no node fails while it writes.
+    options.replication.add_timeout_us = 5'000'000;
     options.replication.log = NullLog();
     options.log = NullLog();
     options.connect_timeout = milliseconds(1000);
@@ -146,7 +147,9 @@ uint64_t Write(LedgerSet& ledgers, int batches, bool close,
     }
     writer->AppendAsync(batch, [failed](absl::StatusOr<AppendResult> s) { *failed += s.ok() ? 0 : 1; });
   }
-  REQUIRE(writer->Flush().ok());
+  const absl::Status flushed = writer->Flush();
+  INFO(flushed.ToString());
+  REQUIRE(flushed.ok());
   REQUIRE(failed->load() == 0);
   if (close) REQUIRE(writer->Seal().ok());
   if (keep_open != nullptr) *keep_open = std::move(writer);

@@ -86,6 +86,10 @@ struct ClientOptions {
   // TLS to the proxies (off unless tls.ca_file is set). A file that cannot be read fails
   // Client::Connect with kInvalidArgument.
   TlsOptions tls;
+  // A signed token (docs/security.md) for proxies that require authentication: each connection
+  // presents it as soon as it is made. Empty: none. An expired or foreign token fails the
+  // connection with kUnauthenticated.
+  std::string token;
 };
 
 // The offset of a MessageId for a message that was stored by an earlier send whose answer was
@@ -290,6 +294,14 @@ struct CompactionSummary {
   std::chrono::microseconds duration{0};
 };
 
+// One grant (docs/security.md): `role` may do `permissions` ("produce,consume,administer", those
+// it has) to the topics `resource` covers ("*", "tenant.*", "tenant.namespace.*" or a topic).
+struct GrantSummary {
+  std::string role;
+  std::string resource;
+  std::string permissions;
+};
+
 struct CompactedBatch {
   std::vector<Message> messages;
   uint64_t next_offset = 0;
@@ -320,6 +332,15 @@ class Client {
   // whichever proxy is asked first). Its producers and consumers follow without an error.
   // Returns the bundle's name. kFailedPrecondition from a proxy that serves every topic itself.
   virtual absl::StatusOr<std::string> Unload(std::string_view target, std::string_view to) = 0;
+  // Grants, on proxies that check them (docs/security.md); administrator roles only once
+  // authentication is on. `permissions`: "produce", "consume", "administer" (or "all"),
+  // comma-separated. Revoke takes them from the grant on exactly `resource`: kNotFound if the
+  // role has none there. ListGrants(""): every role's.
+  virtual absl::Status Grant(std::string_view role, std::string_view resource,
+                             std::string_view permissions) = 0;
+  virtual absl::Status Revoke(std::string_view role, std::string_view resource,
+                              std::string_view permissions) = 0;
+  virtual absl::StatusOr<std::vector<GrantSummary>> ListGrants(std::string_view role) = 0;
   virtual absl::StatusOr<CompactedBatch> ReadCompacted(std::string_view topic, uint32_t partition,
                                                        uint64_t from_offset,
                                                        uint64_t max_bytes) = 0;
