@@ -13,8 +13,9 @@
 #                                (scripts/capnp_tsan.sh, into build-tsan/deps/)
 #   scripts/test.sh --long       as the first, with the long reliability run (2 to 3 hours)
 #   scripts/test.sh --thread-safety
-#                                compiles the tree (library, network shell, tests, examples; no
-#                                benchmarks) with clang into build-clang/, with clang's
+#                                compiles the product (library, network shell, daemons, cairn;
+#                                no tests, examples or benchmarks, which hold no lock
+#                                annotations) with clang into build-clang/, with clang's
 #                                -Wthread-safety lock-annotation analysis and every warning an
 #                                error; runs no test
 #
@@ -30,7 +31,7 @@ while [ $# -gt 0 ]; do
     --tsan) mode=tsan ;;
     --long) reliability+=(--long) ;;
     --thread-safety) mode=thread-safety ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --) shift; ctest_args=("$@"); reliability=(); break ;;
     *) echo "test.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
@@ -72,7 +73,7 @@ case "$mode" in
     build="$root/build-clang"
     CC=clang CXX=clang++ cmake -S "$root" -B "$build" "${common[@]}" -DCMAKE_BUILD_TYPE=Debug \
       -DCMAKE_C_FLAGS_DEBUG=-O0 -DCMAKE_CXX_FLAGS_DEBUG=-O0 -DCAIRN_THREAD_SAFETY=ON \
-      -DCAIRN_BUILD_BENCH=OFF ;;
+      -DCAIRN_BUILD_BENCH=OFF -DCAIRN_BUILD_TESTS=OFF -DCAIRN_BUILD_EXAMPLES=OFF ;;
 esac
 
 cmake --build "$build" -j "$jobs"

@@ -2,11 +2,12 @@
 # Installs cairn into a scratch prefix and builds examples/ against the installed copy, as a
 # separate project would (find_package(cairn), target cairn::cairn), then runs the quickstart.
 # `client` builds the network shell too, and runs the installed client example (cairn::net_client)
-# against the installed cairnd standalone.
+# against the installed cairnd standalone. With BUILD_DIR (a finished build of the tree with the
+# network shell, static), that build is installed instead of a new one being made.
 #
-#   install_test.sh SOURCE_DIR WORK_DIR static|shared|client
+#   install_test.sh SOURCE_DIR WORK_DIR static|shared|client [BUILD_DIR]
 set -euo pipefail
-src=$1 work=$2 kind=$3
+src=$1 work=$2 kind=$3 built=${4:-}
 net=OFF
 case "$kind" in
   static) shared=OFF ;;
@@ -19,11 +20,15 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 
 rm -rf "$work"
 mkdir -p "$work"
-cmake -S "$src" -B "$work/build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-  -DBUILD_SHARED_LIBS=$shared -DCAIRN_BUILD_TESTS=OFF -DCAIRN_BUILD_BENCH=OFF \
-  -DCAIRN_BUILD_EXAMPLES=OFF -DCAIRN_BUILD_NET=$net >"$work/configure.log"
-cmake --build "$work/build" >"$work/build.log"
-cmake --install "$work/build" --prefix "$work/prefix" >"$work/install.log"
+if [ -n "$built" ]; then
+  cmake --install "$built" --prefix "$work/prefix" >"$work/install.log"
+else
+  cmake -S "$src" -B "$work/build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DBUILD_SHARED_LIBS=$shared -DCAIRN_BUILD_TESTS=OFF -DCAIRN_BUILD_BENCH=OFF \
+    -DCAIRN_BUILD_EXAMPLES=OFF -DCAIRN_BUILD_NET=$net >"$work/configure.log"
+  cmake --build "$work/build" >"$work/build.log"
+  cmake --install "$work/build" --prefix "$work/prefix" >"$work/install.log"
+fi
 
 test -f "$work/prefix/include/cairn/io.h"
 libname=libcairn.a
