@@ -60,7 +60,7 @@ absl::StatusOr<std::unique_ptr<ReplicatedLedgerSet>> OpenSet(cairn::MetadataStor
 // death to `out`.
 [[noreturn]] void WriteAndDie(int out) {
   auto metadata = cairn::net::ConnectMetadataStore(
-      {.address = absl::GetFlag(FLAGS_metadata), .log = cairn::NullLog(), .tls = {}});
+      {.address = absl::GetFlag(FLAGS_metadata), .log = cairn::NullLog(), .tls = {}, .token = {}});
   if (!metadata.ok()) std::_Exit(3);
   auto set = OpenSet(metadata->get());
   if (!set.ok()) std::_Exit(4);
@@ -114,7 +114,7 @@ int Recover() {
   if (std::sscanf(buffer, "%lu %lu", &id, &lac) != 2) return Fail("bad answer from the writer");
 
   auto metadata = cairn::net::ConnectMetadataStore(
-      {.address = absl::GetFlag(FLAGS_metadata), .log = cairn::NullLog(), .tls = {}});
+      {.address = absl::GetFlag(FLAGS_metadata), .log = cairn::NullLog(), .tls = {}, .token = {}});
   if (!metadata.ok()) return Fail(metadata.status().ToString());
   auto set = OpenSet(metadata->get());
   if (!set.ok()) return Fail(set.status().ToString());

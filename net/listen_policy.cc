@@ -47,9 +47,9 @@ absl::Status CheckListenAddress(std::string_view flag, std::string_view address,
       absl::string_view(address.data(), address.size()),
       " listens beyond this machine without authenticating its clients: whoever reaches the "
       "port could read, write, fence and delete any data. Listen on 127.0.0.1; or require "
-      "client certificates (--tls-ca, --tls-cert, --tls-key and --tls-require-client-cert); "
-      "or give --insecure to listen there anyway, on a network only trusted peers reach "
-      "(docs/security.md)"));
+      "client certificates (--tls-ca, --tls-cert, --tls-key and --tls-require-client-cert) or, "
+      "with TLS, tokens (--auth-token-secret-file); or give --insecure to listen there anyway, "
+      "on a network only trusted peers reach (docs/security.md)"));
 }
 
 }  // namespace cairn::net

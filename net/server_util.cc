@@ -5,6 +5,8 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "kj/compat/tls.h"
+
 namespace cairn::net::internal {
 
 std::string PeerAddress(kj::AsyncIoStream& stream) {
@@ -23,6 +25,16 @@ std::string PeerAddress(kj::AsyncIoStream& stream) {
     if (inet_ntop(AF_INET6, &v6->sin6_addr, text, sizeof(text)) != nullptr) return text;
   }
   return "";
+}
+
+Peer PeerOf(kj::AuthenticatedStream& stream) {
+  Peer peer;
+  auto* tls = dynamic_cast<kj::TlsPeerIdentity*>(stream.peerIdentity.get());
+  if (tls == nullptr || !tls->hasCertificate()) return peer;
+  kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions(
+      [&] { peer.certificate_name = std::string(tls->getCommonName().cStr()); });
+  if (failure != nullptr) peer.certificate_name.clear();  // a certificate without a common name
+  return peer;
 }
 
 }  // namespace cairn::net::internal

@@ -104,11 +104,22 @@ inline constexpr uint32_t kMaxRefusedOpen = 16;
 // The IP address of the peer of `stream` ("127.0.0.1", "::1"); "" if it has none (a pipe).
 std::string PeerAddress(kj::AsyncIoStream& stream);
 
+// Who is at the other end of a connection, as far as its transport can tell.
+struct Peer {
+  // The common name of the certificate the client presented over TLS (mutual TLS, which
+  // verified it against the daemon's authorities); "" if it presented none.
+  std::string certificate_name;
+};
+
+// The certificate name of a connection accepted from a listener (a TLS one gives it).
+Peer PeerOf(kj::AuthenticatedStream& stream);
+
 // The connections of one service: accepts them from listeners and serves each with its own
 // RPC system and a fresh bootstrap capability, within ConnectionLimits. Event-loop only.
 class ConnectionSet : public kj::TaskSet::ErrorHandler {
  public:
-  using BootstrapFactory = kj::Function<capnp::Capability::Client()>;
+  // A fresh bootstrap capability for the connection of `peer`.
+  using BootstrapFactory = kj::Function<capnp::Capability::Client(const Peer& peer)>;
   // What a connection holds while it is open (a metric's count, say); may be empty.
   using OpenHook = std::function<std::shared_ptr<void>()>;
   // `what` names the service in messages ("store node", "proxy").
@@ -133,7 +144,7 @@ class ConnectionSet : public kj::TaskSet::ErrorHandler {
   }
 
   // The connection lives until it disconnects or DropAll().
-  void Accept(kj::Own<kj::AsyncIoStream> stream) {
+  void Accept(kj::Own<kj::AsyncIoStream> stream, const Peer& who = {}) {
     if (closed_) return;
     std::string peer = PeerAddress(*stream);
     const uint32_t from_peer = peer.empty() ? 0 : per_address_[peer];
@@ -142,7 +153,7 @@ class ConnectionSet : public kj::TaskSet::ErrorHandler {
       return;
     }
     if (!peer.empty()) ++per_address_[peer];
-    auto connection = kj::heap<Connection>(kj::mv(stream), bootstrap_());
+    auto connection = kj::heap<Connection>(kj::mv(stream), bootstrap_(who));
     ++open_;
     ReadAheadStream* read = connection->stream.get();
     kj::Promise<void> disconnected = connection->network.onDisconnect().then([this, read] {
@@ -207,9 +218,10 @@ class ConnectionSet : public kj::TaskSet::ErrorHandler {
   }
 
   kj::Promise<void> AcceptLoop(kj::ConnectionReceiver& listener) {
-    return listener.accept().then([this, &listener](kj::Own<kj::AsyncIoStream> stream) {
+    return listener.acceptAuthenticated().then([this, &listener](kj::AuthenticatedStream stream) {
       if (closed_) return kj::Promise<void>(kj::READY_NOW);
-      Accept(kj::mv(stream));
+      const Peer who = PeerOf(stream);
+      Accept(kj::mv(stream.stream), who);
       return AcceptLoop(listener);
     });
   }

@@ -2,6 +2,7 @@
 #include "net/auth/authorizer.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -18,7 +19,19 @@ absl::StatusOr<Principal> Authorizer::Authenticate(std::string_view token) const
   absl::StatusOr<TokenClaims> claims =
       VerifyToken(options_.token_secret, token, absl::ToUnixSeconds(absl::Now()));
   if (!claims.ok()) return claims.status();
-  Principal principal{.role = claims->role, .expires_at_s = claims->expires_at_s};
+  return Role(claims->role, claims->expires_at_s);
+}
+
+absl::StatusOr<Principal> Authorizer::FromCertificate(std::string_view common_name) const {
+  if (absl::Status ok = CheckRoleName(common_name); !ok.ok()) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("the client certificate's common name is not a role: ", ok.message()));
+  }
+  return Role(std::string(common_name), std::numeric_limits<int64_t>::max());
+}
+
+Principal Authorizer::Role(std::string role, int64_t expires_at_s) const {
+  Principal principal{.role = std::move(role), .expires_at_s = expires_at_s, .admin = false};
   principal.admin = std::find(options_.admin_roles.begin(), options_.admin_roles.end(),
                               principal.role) != options_.admin_roles.end();
   return principal;

@@ -29,7 +29,7 @@ struct AuthOptions {
 
 struct Principal {
   std::string role;
-  int64_t expires_at_s = 0;
+  int64_t expires_at_s = 0;  // a certificate's role: never (the handshake checked it)
   bool admin = false;
 };
 
@@ -60,6 +60,10 @@ class Authorizer {
 
   // kUnauthenticated, saying why, for a token that is not valid now.
   absl::StatusOr<Principal> Authenticate(std::string_view token) const;
+  // The role of a connection whose client presented a certificate the daemon's authorities
+  // signed (mutual TLS): its common name, for as long as the connection lasts.
+  // kUnauthenticated if the name is not a valid role name.
+  absl::StatusOr<Principal> FromCertificate(std::string_view common_name) const;
 
   // Whether `principal` (null: the connection did not authenticate) may make a call needing
   // `access` now: kUnauthenticated (none, or expired) or kPermissionDenied, naming the role,
@@ -69,6 +73,8 @@ class Authorizer {
   GrantStore& grants() { return grants_; }
 
  private:
+  Principal Role(std::string role, int64_t expires_at_s) const;
+
   const AuthOptions options_;
   mutable GrantStore grants_;
 };

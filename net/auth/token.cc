@@ -10,6 +10,7 @@
 #include <memory>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -74,6 +75,23 @@ absl::StatusOr<std::string> ReadTokenSecret(const std::string& path) {
         ")"));
   }
   return secret;
+}
+
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read the token file ", path, ": ", std::strerror(errno)));
+  }
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  const std::string token(absl::StripAsciiWhitespace(bytes.str()));
+  if (token.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the token file ", path, " is empty (cairn token create --secret-file ... --role proxy > ",
+        path, ")"));
+  }
+  return token;
 }
 
 absl::StatusOr<std::string> SignToken(std::string_view secret, const TokenClaims& claims) {

@@ -32,6 +32,10 @@ bool IsPlainName(std::string_view name);
 // cannot be read or is shorter than kMinTokenSecretBytes.
 absl::StatusOr<std::string> ReadTokenSecret(const std::string& path);
 
+// The token in `path` (a daemon's, presented to store nodes), surrounding whitespace trimmed;
+// kInvalidArgument naming the file if it cannot be read or holds nothing else.
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
+
 absl::StatusOr<std::string> SignToken(std::string_view secret, const TokenClaims& claims);
 
 // kUnauthenticated, saying why, unless `token` is signed with `secret` by HS256, names a role

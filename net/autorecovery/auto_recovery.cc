@@ -59,7 +59,8 @@ class AutoRecovery::Impl {
         internal::NodeConnectionOptions{.connect = options_.heartbeat_timeout,
                                          .heartbeat_interval = options_.heartbeat_interval,
                                          .heartbeat_timeout = options_.heartbeat_timeout,
-                                         .tls = *std::move(tls)},
+                                         .tls = *std::move(tls),
+                                         .token = options_.token},
         options_.log);
     loop_ = std::thread([this] { Loop(); });
     return absl::OkStatus();

@@ -49,6 +49,8 @@ struct AutoRecoveryOptions {
   LogFunction log = StderrLog();
   // TLS to the store nodes it copies between (off unless tls.ca_file is set).
   TlsOptions tls;
+  // A token of a cluster role, presented to every store node; empty: none.
+  std::string token;
 };
 
 // Totals since it started; each only goes up, but `auditor`.

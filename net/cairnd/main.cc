@@ -44,6 +44,7 @@
 #include "net/net_status.h"
 #include "net/proxy/proxy.h"
 #include "net/auth/authorizer.h"
+#include "net/auth/cluster_roles.h"
 #include "net/auth/token.h"
 #include "net/tls.h"
 #include "net/tls_listener.h"
@@ -109,9 +110,9 @@ ABSL_FLAG(uint32_t, load_shed_interval_ms, 30000,
           "loaded than the least loaded one (more than twice its score, plus one: "
           "docs/cluster.md) hands one of its bundles to it; 0: never");
 ABSL_FLAG(bool, insecure, false,
-          "store, proxy, standalone: listen on an address beyond loopback without requiring "
-          "client certificates (whoever reaches the port can read, write and delete data): "
-          "only on a network that trusted peers alone reach");
+          "store, proxy, standalone: listen on an address beyond loopback without authenticating "
+          "clients, by certificate or by token (whoever reaches the port can read, write and "
+          "delete data): only on a network that trusted peers alone reach");
 ABSL_FLAG(uint32_t, max_connections, 4096,
           "store, proxy, standalone: connections served at once; past it a connection is "
           "answered RESOURCE_EXHAUSTED");
@@ -129,13 +130,22 @@ ABSL_FLAG(bool, tls_require_client_cert, false,
           "with --tls-ca: refuse clients that show no certificate signed by --tls-ca (mutual "
           "TLS); what a daemon listening beyond loopback needs, short of --insecure");
 ABSL_FLAG(std::string, auth_token_secret_file, "",
-          "proxy, standalone: require authentication: every client connection must present a "
-          "token signed with the secret in this file (at least 32 bytes; `cairn token create` "
-          "makes tokens), and may do only what its role was granted (`cairn grant`). Tokens and "
+          "proxy, standalone, store: require authentication: every client connection must "
+          "present a token signed with the secret in this file (at least 32 bytes; `cairn token "
+          "create` makes tokens). On a proxy it may do only what its role was granted (`cairn "
+          "grant`); on a store node its role must be one of --auth-cluster-roles. Tokens and "
           "grants: docs/security.md");
 ABSL_FLAG(std::string, auth_admin_roles, "admin",
-          "with --auth-token-secret-file: comma-separated roles that may do everything, grants "
-          "included");
+          "proxy, standalone with --auth-token-secret-file: comma-separated roles that may do "
+          "everything, grants included");
+ABSL_FLAG(std::string, auth_cluster_roles, "proxy,autorecovery,admin",
+          "store with --auth-token-secret-file: comma-separated roles whose tokens the node "
+          "accepts (the cluster's own daemons and operators); every other role is refused");
+ABSL_FLAG(std::string, store_token_file, "",
+          "proxy, and store with --metadata zk://... (auto re-replication): a file holding the "
+          "token (of a cluster role) this daemon presents to the store nodes it connects to, "
+          "read once at start; needed when they require authentication. The token must outlive "
+          "the daemon: a node refuses it once it has expired, so replacing it needs a restart");
 ABSL_FLAG(std::string, advertise, "",
           "proxy with --metadata zk://...: the host:port clients reach this proxy at, as other "
           "proxies name it to them (default: the --listen address and port)");
@@ -217,7 +227,10 @@ constexpr char kUsage[] =
     "                               [--autorecovery-grace-ms 30000]\n"
     "                               [--autorecovery-rate-mib 50]\n"
     "                               [--autorecovery-interval-ms 5000]\n"
-    "                               [--autorecovery-check-interval-ms 3600000]]\n"
+    "                               [--autorecovery-check-interval-ms 3600000]\n"
+    "                               [--store-token-file FILE]]\n"
+    "                              [--auth-token-secret-file FILE\n"
+    "                               [--auth-cluster-roles proxy,autorecovery,admin]]\n"
     "  standalone   a proxy, its store and its metadata in one process, for one machine:\n"
     "                 cairnd standalone --data-dir D [--listen 127.0.0.1:7020]\n"
     "                              [--journal-dir J] [--durability sync|async]\n"
@@ -234,7 +247,7 @@ constexpr char kUsage[] =
     "                              [--session-timeout-ms MS] [--bundles 16]\n"
     "                              [--advertise HOST:PORT] [--load-shed-interval-ms 30000]\n"
     "                              [--listen 127.0.0.1:7020] [--metrics-listen 127.0.0.1:7021]\n"
-    "                              [--dedup-window-mib N]\n"
+    "                              [--dedup-window-mib N] [--store-token-file FILE]\n"
     "\n"
     "Every daemon takes [--max-connections 4096] [--max-connections-per-address 512] and\n"
     "[--tls-ca FILE --tls-cert FILE --tls-key FILE]\n"
@@ -242,9 +255,13 @@ constexpr char kUsage[] =
     "(scripts/make_test_certs.sh makes test certificates). proxy and standalone take\n"
     "[--auth-token-secret-file FILE [--auth-admin-roles admin]]: every client must present a\n"
     "token (`cairn token create`) and may do only what its role was granted (`cairn grant`).\n"
+    "store takes [--auth-token-secret-file FILE [--auth-cluster-roles R,...]]: every client\n"
+    "must present a token of one of those roles (default proxy, autorecovery, admin). Daemons\n"
+    "that connect to store nodes (proxy; store with --metadata zk://...) present the token in\n"
+    "[--store-token-file FILE].\n"
     "Each listens on loopback unless told otherwise; an address beyond loopback needs TLS with\n"
-    "client certificates required (--tls-require-client-cert) or, for proxy and standalone,\n"
-    "TLS with tokens; or --insecure (docs/security.md).\n"
+    "client certificates required (--tls-require-client-cert) or TLS with tokens\n"
+    "(--auth-token-secret-file); or --insecure (docs/security.md).\n"
     "\n"
     "With --metadata zk://..., store nodes and proxies register themselves in the ZooKeeper\n"
     "ensemble (ephemeral records under nodes/stores/ and nodes/proxies/), and a proxy keeps its\n"
@@ -325,6 +342,45 @@ absl::StatusOr<std::optional<internal::AuthOptions>> AuthFromFlags(const char* c
     }
   }
   return std::optional<internal::AuthOptions>(std::move(auth));
+}
+
+// A store node's --auth-* flags: none without --auth-token-secret-file; kInvalidArgument for a
+// secret that cannot be used or a bad role name.
+absl::StatusOr<std::optional<internal::ClusterAuthOptions>> ClusterAuthFromFlags(
+    const char* command) {
+  const std::string secret_file = absl::GetFlag(FLAGS_auth_token_secret_file);
+  if (secret_file.empty()) return std::optional<internal::ClusterAuthOptions>();
+  internal::ClusterAuthOptions auth;
+  absl::StatusOr<std::string> secret = internal::ReadTokenSecret(secret_file);
+  if (!secret.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(command, ": ", secret.status().message()));
+  }
+  auth.token_secret = *std::move(secret);
+  auth.cluster_roles =
+      absl::StrSplit(absl::GetFlag(FLAGS_auth_cluster_roles), ',', absl::SkipEmpty());
+  if (auth.cluster_roles.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(command, ": --auth-cluster-roles names no role"));
+  }
+  for (const std::string& role : auth.cluster_roles) {
+    if (absl::Status ok = internal::CheckRoleName(role); !ok.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(command, ": --auth-cluster-roles: ", ok.message()));
+    }
+  }
+  return std::optional<internal::ClusterAuthOptions>(std::move(auth));
+}
+
+// The token in --store-token-file, presented to store nodes; empty without the flag.
+absl::StatusOr<std::string> StoreTokenFromFlags(const char* command) {
+  const std::string path = absl::GetFlag(FLAGS_store_token_file);
+  if (path.empty()) return std::string();
+  absl::StatusOr<std::string> token = internal::ReadTokenFile(path);
+  if (!token.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(command, ": --store-token-file: ", token.status().message()));
+  }
+  return token;
 }
 
 // Why `command` may not listen on `listen` (net/listen_policy.h), or a bad connection limit;
@@ -454,7 +510,9 @@ absl::StatusOr<std::unique_ptr<MetadataStore>> ClusterMetadataFromFlags(const ch
   return OpenClusterMetadata(address, SessionTimeout(), log);
 }
 
-AutoRecoveryOptions AutoRecoveryOptionsFromFlags(const std::string& address, const LogFunction& log) {
+AutoRecoveryOptions AutoRecoveryOptionsFromFlags(const std::string& address,
+                                                 const std::string& store_token,
+                                                 const LogFunction& log) {
   AutoRecoveryOptions options;
   options.id = address;
   options.interval = std::chrono::milliseconds(std::max(1u, absl::GetFlag(FLAGS_autorecovery_interval_ms)));
@@ -468,6 +526,7 @@ AutoRecoveryOptions AutoRecoveryOptionsFromFlags(const std::string& address, con
   options.replication.log = log;
   options.log = log;
   options.tls = TlsFromFlags();
+  options.token = store_token;
   return options;
 }
 
@@ -496,9 +555,14 @@ int RunStore() {
   absl::StatusOr<StoreOptions> flags_options = StoreOptionsFromFlags("store", data_dir);
   if (!flags_options.ok()) return Fail(std::string(flags_options.status().message()));
   const std::string listen = ListenFlag(kDefaultStorePort);
-  if (absl::Status ok = CheckListen("store", listen); !ok.ok()) {
+  absl::StatusOr<std::optional<internal::ClusterAuthOptions>> auth = ClusterAuthFromFlags("store");
+  if (!auth.ok()) return Fail(std::string(auth.status().message()));
+  if (absl::Status ok = CheckListen("store", listen, auth->has_value()); !ok.ok()) {
     return Fail(std::string(ok.message()));
   }
+  // Auto re-replication's, to the other store nodes.
+  absl::StatusOr<std::string> store_token = StoreTokenFromFlags("store");
+  if (!store_token.ok()) return Fail(std::string(store_token.status().message()));
   absl::StatusOr<std::shared_ptr<internal::Tls>> server_tls = ServerTlsFromFlags("store");
   if (!server_tls.ok()) return Fail(std::string(server_tls.status().message()));
   const std::string metrics_listen = MetricsListenFlag(kDefaultMetricsPort);
@@ -541,6 +605,12 @@ int RunStore() {
   }
   std::unique_ptr<NodeRegistration> registration;
   std::unique_ptr<AutoRecovery> autorecovery;
+  if (*cluster != nullptr && absl::GetFlag(FLAGS_autorecovery) && auth->has_value() &&
+      store_token->empty()) {
+    log(LogLevel::kWarning,
+        "store: auto re-replication presents no token to the other store nodes "
+        "(--store-token-file): those that require authentication will refuse its copies");
+  }
   // The replicas of replicated ledgers this node holds, in the same store.
   absl::StatusOr<std::unique_ptr<ReplicaStore>> replicas =
       ReplicaStore::Open(store->get(), {.log = log});
@@ -586,6 +656,7 @@ int RunStore() {
       node_options.max_in_flight_append_bytes = options.max_in_flight_bytes / 2;
       node_options.metadata = metadata.get();
       node_options.replicas = replicas->get();
+      node_options.auth = *auth;
       StoreNodeServer server(store->get(), node_options);
 
       ServeUntilSignal(
@@ -601,7 +672,8 @@ int RunStore() {
             registration = RegisterNode(cluster->get(), kStoreNodeKeyPrefix, address, data_dir, log);
             if (absl::GetFlag(FLAGS_autorecovery)) {
               absl::StatusOr<std::unique_ptr<AutoRecovery>> started =
-                  AutoRecovery::Start(cluster->get(), AutoRecoveryOptionsFromFlags(address, log));
+                  AutoRecovery::Start(cluster->get(),
+                                      AutoRecoveryOptionsFromFlags(address, *store_token, log));
               if (!started.ok()) {
                 log(LogLevel::kError, absl::StrCat("auto re-replication: ", started.status().ToString()));
               } else {
@@ -702,6 +774,8 @@ int RunProxy() {
   absl::StatusOr<std::shared_ptr<internal::Tls>> server_tls = ServerTlsFromFlags("proxy");
   if (!server_tls.ok()) return Fail(std::string(server_tls.status().message()));
   const std::string metrics_listen = MetricsListenFlag(kDefaultProxyMetricsPort);
+  absl::StatusOr<std::string> store_token = StoreTokenFromFlags("proxy");
+  if (!store_token.ok()) return Fail(std::string(store_token.status().message()));
 
   kj::UnixEventPort::captureSignal(SIGTERM);
   kj::UnixEventPort::captureSignal(SIGINT);
@@ -724,7 +798,8 @@ int RunProxy() {
                                                     .heartbeat_interval = heartbeat_interval,
                                                     .heartbeat_timeout = heartbeat_timeout,
                                                     .log = log,
-                                                    .tls = TlsFromFlags()});
+                                                    .tls = TlsFromFlags(),
+                                                    .token = *store_token});
     if (!m.ok()) {
       return absl::Status(m.status().code(),
                           absl::StrCat("connecting to the metadata service at ", metadata_address,
@@ -740,6 +815,7 @@ int RunProxy() {
       options.heartbeat_interval = heartbeat_interval;
       options.heartbeat_timeout = heartbeat_timeout;
       options.tls = TlsFromFlags();
+      options.token = *store_token;
       if (replicated_stores == "registered") {
         options.candidates = [cluster = cluster->get(), log] {
           std::vector<std::string> addresses;
@@ -758,7 +834,8 @@ int RunProxy() {
                                     .heartbeat_interval = heartbeat_interval,
                                     .heartbeat_timeout = heartbeat_timeout,
                                     .log = log,
-                                    .tls = TlsFromFlags()});
+                                    .tls = TlsFromFlags(),
+                                    .token = *store_token});
     }
     if (!l.ok()) {
       return absl::Status(l.status().code(),

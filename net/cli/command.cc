@@ -326,7 +326,7 @@ const Command kCommandsAsWritten[] = {
     },
     {
         .name = "token create",
-        .summary = "Make a signed token for a role, for proxies that require authentication",
+        .summary = "Make a signed token for a role, for daemons that require authentication",
         .usage = "cairn token create --secret-file FILE --role ROLE [--ttl 24h]",
         .details =
             "Prints a token (a JSON Web Token signed with HMAC-SHA256) that names ROLE and\n"
@@ -334,6 +334,10 @@ const Command kCommandsAsWritten[] = {
             "the proxies were started with (cairnd --auth-token-secret-file). Clients present\n"
             "it with --token or $CAIRN_TOKEN; it is worth what the role was granted (cairn\n"
             "grant), and everything for an administrator role (cairnd --auth-admin-roles).\n"
+            "A store node started with the flag accepts only tokens of its cluster roles\n"
+            "(cairnd --auth-cluster-roles: proxy, autorecovery, admin); proxies and store nodes\n"
+            "present theirs from a file (cairnd --store-token-file), and must be restarted with\n"
+            "a new one before it expires.\n"
             "Keep the secret file readable by its owner only: whoever reads it can make tokens.\n"
             "\n"
             "Exit status: 0, or 2 (unreadable or short secret, bad role or --ttl).\n",
@@ -475,7 +479,7 @@ const Command kCommandsAsWritten[] = {
 
 #undef CAIRN_CLI_OPEN_NOTE
 
-// Every command that reaches a proxy or a store node takes the TLS flags too.
+// Every command that reaches a proxy or a store node takes the TLS flags and --token too.
 std::vector<Command> WithTlsFlags() {
   std::vector<Command> commands(std::begin(kCommandsAsWritten), std::end(kCommandsAsWritten));
   for (Command& command : commands) {
@@ -489,10 +493,7 @@ std::vector<Command> WithTlsFlags() {
     command.flags.push_back({"tls_cert", "FILE", false});
     command.flags.push_back({"tls_key", "FILE", false});
     command.flags.push_back({"tls_server_name", "NAME", false});
-    if (std::any_of(command.flags.begin(), command.flags.end(),
-                    [](const FlagUse& use) { return std::string_view(use.name) == "proxy"; })) {
-      command.flags.push_back({"token", "TOKEN", false});
-    }
+    command.flags.push_back({"token", "TOKEN", false});
   }
   return commands;
 }

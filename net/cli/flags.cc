@@ -29,7 +29,8 @@ ABSL_FLAG(std::string, tls_server_name, "",
           "With --tls-ca: the name the server's certificate must carry (default: "
           "$CAIRN_TLS_SERVER_NAME, else the host of the address dialled).");
 ABSL_FLAG(std::string, token, "",
-          "A signed token for proxies that require authentication (`cairn token create`); "
+          "A signed token for proxies and store nodes that require authentication (`cairn token "
+          "create`; a store node accepts only its cluster roles, admin among them by default); "
           "default: $CAIRN_TOKEN.");
 ABSL_FLAG(std::string, secret_file, "",
           "token create: the file of the secret the proxies check tokens with "

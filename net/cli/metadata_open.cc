@@ -34,6 +34,7 @@ absl::StatusOr<std::unique_ptr<MetadataStore>> OpenMetadataStore(const std::stri
   options.address = address;
   options.log = warnings;
   options.tls = TlsFromFlags();
+  options.token = TokenFromFlags();
   return net::ConnectMetadataStore(options);
 }
 

@@ -3,6 +3,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "net/client/store_node_ping.h"
 
 namespace cairn::net::internal {
 
@@ -33,10 +34,16 @@ kj::Promise<std::shared_ptr<NodeLink>> ClientLoop::Connected() {
     const kj::TimePoint next = *failed_at_ + kReconnectBackoff.count() * kj::MILLISECONDS;
     if (now < next) {
       // A node that just refused is not asked again at once: callers in a loop would hammer it.
-      return StatusToException(absl::UnavailableError(
-          absl::StrCat(last_failure_.message(), " (the last attempt failed ",
-                       (now - *failed_at_) / kj::MILLISECONDS, " ms ago; the next in ",
-                       (next - now) / kj::MILLISECONDS + 1, " ms)")));
+      // A refused token keeps its code (ConnectError): trying again will not help.
+      const absl::StatusCode code =
+          absl::IsUnauthenticated(last_failure_) || absl::IsPermissionDenied(last_failure_)
+              ? last_failure_.code()
+              : absl::StatusCode::kUnavailable;
+      return StatusToException(
+          absl::Status(code, absl::StrCat(last_failure_.message(), " (the last attempt failed ",
+                                          (now - *failed_at_) / kj::MILLISECONDS,
+                                          " ms ago; the next in ",
+                                          (next - now) / kj::MILLISECONDS + 1, " ms)")));
     }
   }
   attempt_running_ = true;
@@ -46,11 +53,8 @@ kj::Promise<std::shared_ptr<NodeLink>> ClientLoop::Connected() {
 }
 
 kj::Promise<std::shared_ptr<NodeLink>> ClientLoop::Connect() {
-  return ConnectAndPing(
-             thread_->io(), options_.address, options_.connect_timeout, options_.tls,
-             [](RpcConnection& connection) {
-               return connection.Bootstrap<rpc::StoreNode>().pingRequest().send().ignoreResult();
-             })
+  return ConnectAndPing(thread_->io(), options_.address, options_.connect_timeout, options_.tls,
+                        StoreNodePing(options_.token))
       .then(
           [this](kj::Own<RpcConnection> connection) {
             rpc::StoreNode::Client node = connection->Bootstrap<rpc::StoreNode>();

@@ -37,6 +37,8 @@ struct ClientLoopOptions {
   // What the client is, for messages: "remote ledger", "remote metadata".
   std::string what;
   std::shared_ptr<Tls> tls;  // null: plaintext
+  // A token of a cluster role, presented to the node on every connection; empty: none.
+  std::string token;
 };
 
 // One connection made to the store node, and the node's capability on it. Whatever holds
@@ -59,7 +61,8 @@ struct NodeLink {
 // answering loses the connection as a disconnect would. After a loss, the next call that needs
 // the node connects again, as the first connect did (within connect_timeout); an attempt that
 // failed is not made again before kReconnectBackoff has passed, and calls meanwhile fail at once
-// with kUnavailable naming the node and the last attempt's error.
+// with kUnavailable naming the node and the last attempt's error (or with that error's own
+// kUnauthenticated or kPermissionDenied, when the node refused the token).
 class ClientLoop {
  public:
   static constexpr std::chrono::milliseconds kReconnectBackoff = std::chrono::milliseconds(200);

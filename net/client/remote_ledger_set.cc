@@ -546,7 +546,8 @@ absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> RemoteLedgerSet::Connect(
                          .heartbeat_timeout = options.heartbeat_timeout,
                          .log = options.log,
                          .what = "remote ledger",
-                         .tls = *std::move(tls)});
+                         .tls = *std::move(tls),
+                         .token = options.token});
   if (!loop.ok()) return loop.status();
   absl::StatusOr<bool> durable = AskDurability(**loop);
   if (!durable.ok()) return durable.status();

@@ -149,7 +149,8 @@ absl::StatusOr<std::unique_ptr<MetadataStore>> ConnectMetadataStore(
                          .heartbeat_timeout = options.heartbeat_timeout,
                          .log = options.log,
                          .what = "remote metadata",
-                         .tls = *std::move(tls)});
+                         .tls = *std::move(tls),
+                         .token = options.token});
   if (!loop.ok()) return loop.status();
   // Asked for, and waited for, now: a node that hosts no metadata store is an error of the
   // connect rather than of every later call.

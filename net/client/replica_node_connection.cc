@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "capnp/orphan.h"
 #include "kj/debug.h"
+#include "net/client/store_node_ping.h"
 #include "net/net_status.h"
 
 namespace cairn::net::internal {
@@ -69,15 +70,13 @@ void ReplicaNodeConnection::Connect() {
   connecting_ = true;
   auto alive = alive_;
   thread_.tasks().add(
-      ConnectAndPing(
-          thread_.io(), address_, timeouts_.connect, timeouts_.tls,
-          [](RpcConnection& connection) {
-            return connection.Bootstrap<rpc::StoreNode>().pingRequest().send().ignoreResult();
-          })
+      ConnectAndPing(thread_.io(), address_, timeouts_.connect, timeouts_.tls,
+                     StoreNodePing(timeouts_.token))
           .then(
               [this, alive](kj::Own<RpcConnection> connection) {
                 if (!*alive) return;
                 connecting_ = false;
+                last_refusal_.clear();
                 const uint64_t generation = ++generation_;
                 node_ = std::make_unique<rpc::StoreNode::Client>(connection->Bootstrap<rpc::StoreNode>());
                 // Forget the connection once the node hangs up: the next call makes a new one.
@@ -108,10 +107,22 @@ void ReplicaNodeConnection::Connect() {
                 if (!*alive) return;
                 connecting_ = false;
                 const absl::Status status = ExceptionToStatus(exception);
+                NoteRefusal(status);
                 std::vector<Waiting> waiting = std::move(waiting_);
                 waiting_.clear();
                 for (Waiting& w : waiting) w.fail(status);
               }));
+}
+
+void ReplicaNodeConnection::NoteRefusal(const absl::Status& status) {
+  if (!absl::IsUnauthenticated(status) && !absl::IsPermissionDenied(status)) return;
+  std::string message(status.message());
+  if (message.find(address_) == std::string::npos) {
+    message = absl::StrCat("store node ", address_, ": ", message);
+  }
+  if (message == last_refusal_) return;
+  last_refusal_ = std::move(message);
+  log_(LogLevel::kError, last_refusal_);
 }
 
 void ReplicaNodeConnection::StartHeartbeat(uint64_t generation) {
@@ -150,6 +161,7 @@ void ReplicaNodeConnection::Finish(kj::Promise<void> call, std::function<void(ab
       [this, alive, shared, generation](kj::Exception&& exception) {
         if (*alive) --unanswered_;
         absl::Status status = ExceptionToStatus(exception);
+        if (*alive) NoteRefusal(status);
         if (exception.getType() == kj::Exception::Type::DISCONNECTED && *alive &&
             generation == generation_) {
           ++generation_;

@@ -31,12 +31,14 @@
 namespace cairn::net::internal {
 
 // How long a connection to a node may take to make, how its heartbeats go (as
-// ReplicatedLedgerSetOptions'), and its TLS.
+// ReplicatedLedgerSetOptions'), its TLS and the token it presents.
 struct NodeConnectionOptions {
   std::chrono::milliseconds connect = std::chrono::seconds(5);
   std::chrono::milliseconds heartbeat_interval = std::chrono::milliseconds(500);  // 0: none
   std::chrono::milliseconds heartbeat_timeout = std::chrono::seconds(2);
   std::shared_ptr<Tls> tls;  // null: plaintext
+  // A token of a cluster role, presented to the node on every connection; empty: none.
+  std::string token;
 };
 
 class ReplicaNodeConnection final : public ReplicaNodeClient {
@@ -83,6 +85,9 @@ class ReplicaNodeConnection final : public ReplicaNodeClient {
   // cluster fault test's partitions, in a proxy). Calls past the bound fail at once instead, as
   // calls to a node that is down do.
   absl::Status Overloaded() const;
+  // Logs a refused token (kUnauthenticated, kPermissionDenied), once while the refusal stays the
+  // same: the protocol takes it as a failed node, and its own errors do not carry the reason.
+  void NoteRefusal(const absl::Status& status);
   // Runs `fail` with `status` from the event loop, never inside the call that failed.
   void FailLater(std::function<void(absl::Status)> fail, absl::Status status);
   static constexpr uint64_t kMaxUnanswered = 1024;
@@ -101,6 +106,8 @@ class ReplicaNodeConnection final : public ReplicaNodeClient {
   std::unique_ptr<Heartbeat> heartbeat_;
   bool connecting_ = false;
   uint64_t generation_ = 0;  // Bumped when a connection is lost or dropped.
+  // The refusal NoteRefusal logged last; cleared once a connection is made.
+  std::string last_refusal_;
   struct Waiting {
     std::function<void(rpc::StoreNode::Client&)> send;
     std::function<void(absl::Status)> fail;

@@ -497,7 +497,8 @@ absl::StatusOr<std::unique_ptr<ReplicatedLedgerSet>> ReplicatedLedgerSet::Open(
       internal::NodeConnectionOptions{.connect = options.connect_timeout,
                                        .heartbeat_interval = options.heartbeat_interval,
                                        .heartbeat_timeout = options.heartbeat_timeout,
-                                       .tls = *std::move(tls)},
+                                       .tls = *std::move(tls),
+                                       .token = options.token},
       options.log);
   return std::make_unique<ReplicatedLedgerSetImpl>(std::move(shared));
 }

@@ -23,6 +23,7 @@
 #include "net/cluster/topic_ownership.h"
 #include "net/proxy/ownership_gate.h"
 #include "net/proxy/duplicate_check.h"
+#include "net/proxy/producer_owners.h"
 #include "net/proxy/producer_sequences.h"
 #include "net/proxy/producer_sequences_loading.h"
 #include "net/proxy/proxy_access.h"
@@ -38,9 +39,11 @@ using internal::AppendGate;
 using internal::Broker;
 using internal::ConsumerState;
 using internal::Delivered;
+using internal::ProducerOwners;
 using internal::ProducerSequences;
 using internal::RetentionFields;
 using internal::RunBlocking;
+using internal::RunCancellable;
 using internal::Subscription;
 using internal::SubscriptionKind;
 using internal::ThreadPool;
@@ -147,6 +150,8 @@ struct PartitionSends {
 // The sends of one open topic, shared by its producers. Event-loop only.
 struct TopicSends {
   std::vector<std::unique_ptr<PartitionSends>> partitions;
+  // With authentication on: the role each producer id was first sent with.
+  ProducerOwners owners;
 };
 
 // What only the event loop touches: the sends, their budget and their waiters, the tick's
@@ -507,6 +512,9 @@ struct ProducerState {
   Service& service;
   std::shared_ptr<Topic> topic;
   std::shared_ptr<TopicSends> sends;  // set before the producer is handed out
+  // With authentication on: the role of the connection that opened it, which its stamped
+  // sends claim their producer ids for (net/proxy/producer_owners.h).
+  std::string role;
   uint64_t in_flight = 0;
   absl::Status first_error;  // among sends since the last flush
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> idle_waiters;
@@ -544,6 +552,12 @@ class ProducerImpl final : public rpc::Producer::Server {
     std::optional<ProducerStamp> stamp;
     if (absl::StatusOr<EntryView> first = PeekFirstEntry(bytes_in); first.ok()) {
       stamp = FindProducerStamp(first->headers);
+    }
+    if (stamp.has_value() && !state_->role.empty()) {
+      if (absl::Status mine = state_->sends->owners.Claim(stamp->producer_id, state_->role);
+          !mine.ok()) {
+        ThrowStatus(mine);
+      }
     }
     if (stamp.has_value()) {
       ProducerSequences& sequences = state_->sends->partitions[partition]->sequences;
@@ -902,7 +916,7 @@ class ConsumerImpl final : public rpc::Consumer::Server {
     kj::Promise<void> sent = service.WhenSent(topic);
     kj::Promise<void> acked = service.WhenAcked(topic);
     kj::Promise<absl::StatusOr<Delivered>> attempt =
-        RunBlocking(service.receives, [&service, topic, sub, consumer, max_bytes]() {
+        RunCancellable(service.receives, [&service, topic, sub, consumer, max_bytes]() {
           return service.broker.Receive(*topic, *sub, consumer.get(), max_bytes,
                                         std::chrono::microseconds(0));
         });
@@ -944,8 +958,18 @@ class ConsumerImpl final : public rpc::Consumer::Server {
 class ProxyImpl final : public rpc::Proxy::Server {
  public:
   // One per connection (the bootstrap capability).
-  explicit ProxyImpl(Service& service) : keep_alive_(service.shared_from_this()), service_(service) {
+  // With authentication on, a client certificate's common name is the connection's role
+  // until it authenticates with a token.
+  ProxyImpl(Service& service, const internal::Peer& peer)
+      : keep_alive_(service.shared_from_this()), service_(service) {
     service_.connections.fetch_add(1);
+    if (service_.auth != nullptr && !peer.certificate_name.empty()) {
+      absl::StatusOr<internal::Principal> principal =
+          service_.auth->FromCertificate(peer.certificate_name);
+      if (principal.ok()) {
+        principal_ = std::make_shared<const internal::Principal>(*std::move(principal));
+      }
+    }
   }
   ~ProxyImpl() { service_.connections.fetch_sub(1); }
 
@@ -963,8 +987,8 @@ class ProxyImpl final : public rpc::Proxy::Server {
       return rpc::Proxy::Server::dispatchCall(interface_id, method_id, context);
     }
     kj::Promise<void> checked =
-        RunBlocking(service_.blocking, [&auth = *service_.auth, principal = principal_,
-                                        access = std::move(access)]() {
+        RunCancellable(service_.blocking, [&auth = *service_.auth, principal = principal_,
+                                           access = std::move(access)]() {
           return auth.Check(principal.get(), access);
         }).then(ThrowIfError);
     return {checked.then([this, interface_id, method_id, context]() mutable {
@@ -976,8 +1000,8 @@ class ProxyImpl final : public rpc::Proxy::Server {
   kj::Promise<void> authenticate(AuthenticateContext context) override {
     if (service_.auth == nullptr) return kj::READY_NOW;  // nothing to prove here
     const std::string token(Text(context.getParams().getToken()));
-    return RunBlocking(service_.blocking,
-                       [&auth = *service_.auth, token]() { return auth.Authenticate(token); })
+    return RunCancellable(service_.blocking,
+                          [&auth = *service_.auth, token]() { return auth.Authenticate(token); })
         .then([this, context](absl::StatusOr<internal::Principal> principal) mutable {
           if (!principal.ok()) ThrowStatus(principal.status());
           context.getResults().setRole(principal->role);
@@ -998,8 +1022,8 @@ class ProxyImpl final : public rpc::Proxy::Server {
 
   kj::Promise<void> listGrants(ListGrantsContext context) override {
     const std::string role(Text(context.getParams().getRole()));
-    return RunBlocking(service_.blocking,
-                       [&grants = service_.grants, role]() { return grants.List(role); })
+    return RunCancellable(service_.blocking,
+                          [&grants = service_.grants, role]() { return grants.List(role); })
         .then([context](absl::StatusOr<std::vector<internal::Grant>> grants) mutable {
           if (!grants.ok()) ThrowStatus(grants.status());
           auto out = context.getResults().initGrants(grants->size());
@@ -1036,8 +1060,8 @@ class ProxyImpl final : public rpc::Proxy::Server {
   }
 
   kj::Promise<void> listTopics(ListTopicsContext context) override {
-    return RunBlocking(service_.blocking,
-                       [&broker = service_.broker]() { return broker.ListTopics(); })
+    return RunCancellable(service_.blocking,
+                          [&broker = service_.broker]() { return broker.ListTopics(); })
         .then([&broker = service_.broker,
                context](absl::StatusOr<std::vector<std::pair<std::string, internal::TopicSettings>>>
                             topics) mutable {
@@ -1047,18 +1071,18 @@ class ProxyImpl final : public rpc::Proxy::Server {
             const internal::TopicSettings& settings = (*topics)[i].second;
             out[i].setName((*topics)[i].first);
             out[i].setPartitions(settings.partitions);
-            FillReplication(out[i].initReplication(),
-                            settings.replication ? settings.replication
-                                                 : broker.default_replication(),
-                            settings.replication.has_value());
+            FillReplication(
+                out[i].initReplication(),
+                settings.replication ? settings.replication : broker.default_replication(),
+                settings.replication.has_value());
           }
         });
   }
 
   kj::Promise<void> topicStats(TopicStatsContext context) override {
     const std::string name(Text(context.getParams().getName()));
-    return RunBlocking(service_.blocking,
-                       [&broker = service_.broker, name]() { return broker.Stats(name); })
+    return RunCancellable(service_.blocking,
+                          [&broker = service_.broker, name]() { return broker.Stats(name); })
         .then([&service = service_, name,
                context](absl::StatusOr<internal::TopicStatsData> stats) mutable {
           if (!stats.ok()) ThrowStatus(stats.status());
@@ -1139,10 +1163,12 @@ class ProxyImpl final : public rpc::Proxy::Server {
     const std::string name(Text(context.getParams().getTopic()));
     return RunBlocking(service_.blocking,
                        [&broker = service_.broker, name]() { return broker.Acquire(name); })
-        .then([&service = service_, context](absl::StatusOr<std::shared_ptr<Topic>> topic) mutable {
+        .then([&service = service_, principal = principal_,
+               context](absl::StatusOr<std::shared_ptr<Topic>> topic) mutable {
           if (!topic.ok()) ThrowStatus(topic.status());
           // From here the state holds the topic acquired, and releases it if the call fails.
           auto state = std::make_shared<ProducerState>(service, *std::move(topic));
+          if (service.auth != nullptr && principal != nullptr) state->role = principal->role;
           // Before the topic's first producer can send: what earlier proxies stored for
           // producers that may retry.
           return service.SendsOf(state->topic)
@@ -1218,10 +1244,8 @@ class ProxyImpl final : public rpc::Proxy::Server {
     if (service_.gate == nullptr) return kj::READY_NOW;  // every topic is served here
     const std::string topic(Text(context.getParams().getTopic()));
     if (absl::Status ok = internal::CheckTopicName(topic); !ok.ok()) ThrowStatus(ok);
-    return RunBlocking(service_.blocking,
-                       [&ownership = service_.gate->ownership(), topic]() {
-                         return ownership.Lookup(topic);
-                       })
+    return RunCancellable(service_.blocking, [&ownership = service_.gate->ownership(),
+                                              topic]() { return ownership.Lookup(topic); })
         .then([context](absl::StatusOr<std::string> owner) mutable {
           if (!owner.ok()) ThrowStatus(owner.status());
           context.getResults().setOwner(*owner);
@@ -1251,10 +1275,10 @@ class ProxyImpl final : public rpc::Proxy::Server {
     const uint32_t partition = params.getPartition();
     const uint64_t from = params.getFromOffset();
     const uint64_t max_bytes = std::min(params.getMaxBytes(), kMaxReadBytes);
-    return RunBlocking(service_.blocking,
-                       [&broker = service_.broker, topic, partition, from, max_bytes]() {
-                         return broker.ReadCompacted(topic, partition, from, max_bytes);
-                       })
+    return RunCancellable(service_.blocking,
+                          [&broker = service_.broker, topic, partition, from, max_bytes]() {
+                            return broker.ReadCompacted(topic, partition, from, max_bytes);
+                          })
         .then([context](absl::StatusOr<CompactedReadResult> result) mutable {
           if (!result.ok()) ThrowStatus(result.status());
           auto out = context.getResults().initMessages(result->entries().size());
@@ -1322,7 +1346,10 @@ struct ProxyServer::Impl {
   Impl(LedgerSet* ledgers, MetadataStore* metadata, kj::Timer& timer, const ProxyOptions& options)
       : service_ptr(std::make_shared<Service>(ledgers, metadata, timer, options)),
         service(*service_ptr),
-        connections([this]() -> capnp::Capability::Client { return kj::heap<ProxyImpl>(service); },
+        connections(
+            [this](const internal::Peer& peer) -> capnp::Capability::Client {
+              return kj::heap<ProxyImpl>(service, peer);
+            },
                     options.log, "proxy", nullptr,
                     internal::ConnectionLimits{
                         .max_connections = options.max_connections,

@@ -102,6 +102,17 @@ interface StoreNode {
   # Answered at once, touching nothing: the heartbeat of the node's clients
   # (net/client/heartbeat.h), which tells a node that stopped answering from one that is idle.
   ping @17 () -> ();
+
+  # Security (docs/security.md). On a node that requires authentication (cairnd store
+  # --auth-token-secret-file), every call but ping and authenticate fails with kUnauthenticated
+  # until this connection authenticated with a token, and with kPermissionDenied unless the
+  # token's role is one of the node's cluster roles (proxy, autorecovery, admin by default).
+  # A token that is not valid now fails with kUnauthenticated; a valid one of another role with
+  # kPermissionDenied, and the connection then acts as that role. Answers the role, and when the
+  # token expires (seconds since the epoch); on a node without authentication, an empty role.
+  # The writers, readers and metadata service a node hands out are reached through checked
+  # calls only.
+  authenticate @18 (token :Text) -> (role :Text, expiresAtS :Int64);
 }
 
 enum ReplicaReadOutcome {

@@ -7,14 +7,19 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "cairn/net/limits.h"
 #include "capnp/rpc-twoparty.h"
+#include "capnp/schema.h"
 #include "kj/debug.h"
+#include "net/auth/cluster_roles.h"
+#include "net/auth/token.h"
 #include "net/net_status.h"
 #include "net/schema/store.capnp.h"
 #include "net/server_util.h"
@@ -44,6 +49,7 @@ struct Node : public kj::TaskSet::ErrorHandler {
         gate(options.max_in_flight_append_bytes),
         replicas(options.replicas, blocking),
         metrics(options.metrics, store),
+        auth(options.auth),
         tasks(*this) {}
 
   void taskFailed(kj::Exception&& exception) override {
@@ -72,6 +78,7 @@ struct Node : public kj::TaskSet::ErrorHandler {
   AppendGate gate;
   internal::ReplicaService replicas;
   StoreNodeMetrics metrics;
+  const std::optional<internal::ClusterAuthOptions> auth;  // none: no authentication
   kj::TaskSet tasks;  // append completions, which outlive the calls that started them
   uint64_t appends_in_flight = 0;
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> idle_waiters;
@@ -349,11 +356,59 @@ void FillInfo(const LedgerInfo& info, rpc::LedgerInfo::Builder out) {
   out.setSegmentCount(info.segment_count);
 }
 
+// The StoreNode methods anyone may call, authenticated or not.
+bool OpenToAnyone(uint16_t method_id) {
+  static const uint16_t ping =
+      capnp::Schema::from<rpc::StoreNode>().getMethodByName("ping").getOrdinal();
+  static const uint16_t authenticate =
+      capnp::Schema::from<rpc::StoreNode>().getMethodByName("authenticate").getOrdinal();
+  return method_id == ping || method_id == authenticate;
+}
+
 class StoreNodeImpl final : public rpc::StoreNode::Server {
  public:
+  // One per connection (the bootstrap capability).
   explicit StoreNodeImpl(Node& node) : node_(node) {}
 
  protected:
+  // Every call on the node passes here first. With authentication on, it runs only once the
+  // connection authenticated with a token of a cluster role; the check reads nothing but the
+  // connection's principal and the clock, so it runs on the event loop. The writers, readers and
+  // metadata service the node hands out need no check of their own: they are reached only
+  // through calls checked here (openWriter, openReader, metadata), and one obtained keeps working
+  // until it is dropped, as a proxy's producers do after their token expired.
+  DispatchCallResult dispatchCall(uint64_t interface_id, uint16_t method_id,
+                                  capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer> context)
+      override {
+    if (node_.auth.has_value() && interface_id == capnp::typeId<rpc::StoreNode>() &&
+        !OpenToAnyone(method_id)) {
+      const absl::Status allowed =
+          internal::CheckClusterRole(principal_ ? &*principal_ : nullptr, node_.auth->cluster_roles,
+                                     absl::ToUnixSeconds(absl::Now()));
+      if (!allowed.ok()) return {kj::Promise<void>(StatusToException(allowed)), false};
+    }
+    return rpc::StoreNode::Server::dispatchCall(interface_id, method_id, context);
+  }
+
+  kj::Promise<void> authenticate(AuthenticateContext context) override {
+    if (!node_.auth.has_value()) return kj::READY_NOW;  // nothing to prove here
+    // An HMAC over a few hundred bytes: on the loop.
+    const capnp::Text::Reader token = context.getParams().getToken();
+    absl::StatusOr<internal::TokenClaims> claims = internal::VerifyToken(
+        node_.auth->token_secret, std::string_view(token.cStr(), token.size()),
+        absl::ToUnixSeconds(absl::Now()));
+    if (!claims.ok()) ThrowStatus(claims.status());
+    // A valid token of another role: the connection acts as that role, whose calls are refused
+    // (kPermissionDenied, naming it), and so is this one.
+    principal_ = internal::Principal{
+        .role = claims->role, .expires_at_s = claims->expires_at_s, .admin = false};
+    ThrowIfError(internal::CheckClusterRole(&*principal_, node_.auth->cluster_roles,
+                                            absl::ToUnixSeconds(absl::Now())));
+    context.getResults().setRole(principal_->role);
+    context.getResults().setExpiresAtS(principal_->expires_at_s);
+    return kj::READY_NOW;
+  }
+
   kj::Promise<void> createLedger(CreateLedgerContext context) override {
     std::optional<uint64_t> id;
     if (context.getParams().getHasId()) id = context.getParams().getId();
@@ -485,6 +540,8 @@ class StoreNodeImpl final : public rpc::StoreNode::Server {
 
  private:
   Node& node_;
+  // Who this connection authenticated as (authenticate); none: no one. Event loop only.
+  std::optional<internal::Principal> principal_;
 };
 
 }  // namespace
@@ -492,7 +549,9 @@ class StoreNodeImpl final : public rpc::StoreNode::Server {
 struct StoreNodeServer::Impl {
   Impl(Store* store, const StoreNodeOptions& options)
       : node(store, options),
-        connections([this]() -> capnp::Capability::Client { return kj::heap<StoreNodeImpl>(node); },
+        connections([this](const internal::Peer&) -> capnp::Capability::Client {
+                      return kj::heap<StoreNodeImpl>(node);
+                    },
                     options.log, "store node",
                     [this]() -> std::shared_ptr<void> { return node.metrics.OpenConnection(); },
                     internal::ConnectionLimits{

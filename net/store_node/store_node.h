@@ -19,12 +19,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "cairn/log.h"
 #include "cairn/metadata.h"
 #include "cairn/replica_store.h"
 #include "cairn/store.h"
 #include "kj/async-io.h"
+#include "net/auth/cluster_roles.h"
 
 namespace cairn::net {
 
@@ -54,6 +56,10 @@ struct StoreNodeOptions {
   // Null: not exported.
   MetricsRegistry* metrics = nullptr;
   LogFunction log = StderrLog();
+  // Authentication: with it, every call but ping and authenticate needs a connection that
+  // authenticated with a valid token of one of the cluster roles (net/auth/cluster_roles.h).
+  // None: whoever may connect may call everything.
+  std::optional<internal::ClusterAuthOptions> auth;
 };
 
 // Serves a store on the calling thread's KJ event loop. The store is borrowed and must outlive

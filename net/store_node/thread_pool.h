@@ -61,18 +61,18 @@ class ThreadPool {
   std::vector<std::thread> threads_;
 };
 
-// Runs `blocking` on `pool` and resolves, on the calling thread's event loop, to what it
-// returned. `blocking` must not throw. A full queue rejects the promise at once with
-// kResourceExhausted (a stopped pool with kUnavailable), without running `blocking`. If the
-// promise is dropped first, the call still runs to the end and its result is discarded (callers
-// count on it: a consumer's close must leave even if its connection went meanwhile), so
-// whatever it touches must be owned by the function.
+// The work of RunBlocking and RunCancellable, below.
 template <typename Func>
-kj::Promise<std::invoke_result_t<Func&>> RunBlocking(ThreadPool& pool, Func blocking) {
+kj::Promise<std::invoke_result_t<Func&>> RunOnPool(ThreadPool& pool, Func blocking,
+                                                   bool skip_if_cancelled) {
   using Result = std::invoke_result_t<Func&>;
   auto paf = kj::newPromiseAndCrossThreadFulfiller<Result>();
   kj::Function<void()> task = [blocking = std::optional<Func>(kj::mv(blocking)),
-                               fulfiller = kj::mv(paf.fulfiller)]() mutable {
+                               fulfiller = kj::mv(paf.fulfiller), skip_if_cancelled]() mutable {
+    if (skip_if_cancelled && !fulfiller->isWaiting()) {
+      blocking.reset();
+      return;
+    }
     Result result = (*blocking)();
     // What the function holds (a reader, a writer) goes before the caller hears back, so that
     // a caller who then releases the object really is its last user.
@@ -83,6 +83,25 @@ kj::Promise<std::invoke_result_t<Func&>> RunBlocking(ThreadPool& pool, Func bloc
     return kj::Promise<Result>(StatusToException(queued));
   }
   return kj::mv(paf.promise);
+}
+
+// Runs `blocking` on `pool` and resolves, on the calling thread's event loop, to what it
+// returned. `blocking` must not throw. A full queue rejects the promise at once with
+// kResourceExhausted (a stopped pool with kUnavailable), without running `blocking`. If the
+// promise is dropped first, the call still runs to the end and its result is discarded (callers
+// count on it: a consumer's close must leave even if its connection went meanwhile), so
+// whatever it touches must be owned by the function.
+template <typename Func>
+kj::Promise<std::invoke_result_t<Func&>> RunBlocking(ThreadPool& pool, Func blocking) {
+  return RunOnPool(pool, kj::mv(blocking), /*skip_if_cancelled=*/false);
+}
+
+// As RunBlocking, for a call whose work nobody needs once its caller is gone (a read, a
+// listing, a check): if the promise was dropped (the client cancelled the call, or its
+// connection went) before a thread took the call from the queue, `blocking` never runs.
+template <typename Func>
+kj::Promise<std::invoke_result_t<Func&>> RunCancellable(ThreadPool& pool, Func blocking) {
+  return RunOnPool(pool, kj::mv(blocking), /*skip_if_cancelled=*/true);
 }
 
 }  // namespace cairn::net::internal

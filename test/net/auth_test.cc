@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -338,6 +339,57 @@ TEST_CASE("auth: every role against every proxy call, over the real RPC",
   refused = connect(*foreign).status();
   CHECK(absl::IsUnauthenticated(refused));
   CHECK(absl::StrContains(refused.message(), "not signed with this cluster's secret"));
+}
+
+TEST_CASE("auth: with mutual TLS, a client certificate's common name is its role",
+          "[net][auth][security][tls]") {
+  TempDir dir;
+  const std::string secret_file = WriteSecret(dir.path(), kSecret);
+  const std::string certs = dir.path() + "/certs";
+  REQUIRE(std::system(("bash " + std::string(CAIRN_SOURCE_DIR) + "/scripts/make_test_certs.sh " +
+                       certs + " --client alice --client admin > /dev/null")
+                          .c_str()) == 0);
+  Daemon proxy({"standalone", "--data-dir", dir.path() + "/data", "--listen", "127.0.0.1:0",
+                "--metrics-listen", "none", "--auth-token-secret-file", secret_file, "--tls-ca",
+                certs + "/ca.crt", "--tls-cert", certs + "/server.crt", "--tls-key",
+                certs + "/server.key", "--tls-require-client-cert"},
+               dir.path() + "/proxy.log");
+  auto connect = [&](const std::string& name, const std::string& token) {
+    ClientOptions options;
+    options.address = proxy.address();
+    options.log = NullLog();
+    options.token = token;
+    options.connect_timeout = std::chrono::seconds(5);
+    options.tls.ca_file = certs + "/ca.crt";
+    options.tls.cert_file = certs + "/" + name + ".crt";
+    options.tls.key_file = certs + "/" + name + ".key";
+    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+    INFO(name << ": " << client.status().ToString());
+    REQUIRE(client.ok());
+    return *std::move(client);
+  };
+  // No token: the certificate's name is the role, an administrator's here.
+  std::unique_ptr<Client> admin = connect("admin", "");
+  TopicConfig config;
+  config.partitions = 1;
+  REQUIRE(admin->CreateTopic("orders", config).ok());
+  REQUIRE(admin->CreateTopic("payroll", config).ok());
+  REQUIRE(admin->Grant("alice", "orders", "produce").ok());
+
+  std::unique_ptr<Client> alice = connect("alice", "");
+  CHECK(alice->CreateProducer("orders").ok());
+  const absl::Status denied = alice->CreateProducer("payroll").status();
+  INFO(denied.ToString());
+  CHECK(absl::IsPermissionDenied(denied));
+  CHECK(absl::StrContains(denied.message(), "role 'alice'"));
+  CHECK(absl::IsPermissionDenied(alice->CreateTopic("mine", config)));
+
+  // A token replaces the certificate's role.
+  absl::StatusOr<std::string> admin_token =
+      CreateToken(secret_file, "admin", std::chrono::seconds(600));
+  REQUIRE(admin_token.ok());
+  std::unique_ptr<Client> promoted = connect("alice", *admin_token);
+  CHECK(promoted->CreateProducer("payroll").ok());
 }
 
 TEST_CASE("auth: a daemon refuses a secret file it cannot use",

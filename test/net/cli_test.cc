@@ -744,12 +744,38 @@ void WriteReplicatedRecords(MetadataStore& metadata) {
           .ok());
 }
 
+TEST_CASE("cli: commands that reach a store node that requires tokens present --token",
+          "[cli][daemon][security]") {
+  Fixture f;
+  const std::string secret = f.temp.path() + "/secret";
+  std::ofstream(secret) << "0123456789abcdef0123456789abcdef-cli\n";
+  net::testing::Daemon node(f.temp.path() + "/node", f.temp.path() + "/cairnd.log",
+                            {"--auth-token-secret-file", secret});
+  Run run = Cairn(f.scratch, {"replicated-ledgers", "--metadata", node.address()});
+  CHECK(run.status == 2);
+  CHECK(run.err.find("UNAUTHENTICATED") != std::string::npos);
+  CHECK(run.err.find("authenticate with a token of a cluster role") != std::string::npos);
+  auto token = [&](const std::string& role) {
+    run = Cairn(f.scratch, {"token", "create", "--secret-file", secret, "--role", role});
+    REQUIRE(run.status == 0);
+    return run.out.substr(0, run.out.size() - 1);
+  };
+  run = Cairn(f.scratch,
+              {"replicated-ledgers", "--metadata", node.address(), "--token", token("app")});
+  CHECK(run.status == 2);
+  CHECK(run.err.find("PERMISSION_DENIED") != std::string::npos);
+  run = Cairn(f.scratch,
+              {"replicated-ledgers", "--metadata", node.address(), "--token", token("admin")});
+  CHECK(run.status == 0);
+  CHECK(run.out.find("0 replicated ledger(s)\n") != std::string::npos);
+}
+
 TEST_CASE("cli: replicated-ledgers lists and shows records from a store node's metadata",
           "[cli][daemon]") {
   Fixture f;
   net::testing::Daemon node(f.temp.path() + "/node", f.temp.path() + "/cairnd.log");
-  absl::StatusOr<std::unique_ptr<MetadataStore>> metadata =
-      net::ConnectMetadataStore({.address = node.address(), .log = NullLog(), .tls = {}});
+  absl::StatusOr<std::unique_ptr<MetadataStore>> metadata = net::ConnectMetadataStore(
+      {.address = node.address(), .log = NullLog(), .tls = {}, .token = {}});
   REQUIRE(metadata.ok());
 
   // None yet: an empty listing is not an error.

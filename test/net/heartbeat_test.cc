@@ -378,8 +378,10 @@ TEST_CASE(
                 connection = std::make_unique<internal::ReplicaNodeConnection>(
                     *thread, node.address(),
                     internal::NodeConnectionOptions{.connect = milliseconds(500),
-                                                     .heartbeat_interval = milliseconds(100),
-                                                     .heartbeat_timeout = milliseconds(400), .tls = {}},
+                                                    .heartbeat_interval = milliseconds(100),
+                                                    .heartbeat_timeout = milliseconds(400),
+                                                    .tls = {},
+                                                    .token = {}},
                     NullLog());
               })
               .ok());

@@ -26,6 +26,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "cairn/batch.h"
 #include "cairn/metadata.h"
 #include "cairn/net/limits.h"
@@ -33,6 +34,7 @@
 #include "capnp/message.h"
 #include "capnp/rpc-twoparty.h"
 #include "kj/async-io.h"
+#include "net/auth/token.h"
 #include "net/net_status.h"
 #include "net/producer_stamp.h"
 #include "net/proxy/topic_record.h"
@@ -853,6 +855,64 @@ TEST_CASE("proxy: a batch whose stamp was stored with other bytes is refused, no
   CHECK(absl::IsFailedPrecondition(c.Status(SendBytes(producer, refused))));
   CHECK(SendBytes(producer, stored).wait(io.waitScope).duplicate);
   CHECK(EndOffset(c, "t", 0) == 1);
+}
+
+// A connection authenticated as `role`, with a token signed by `secret`.
+absl::Status Authenticate(RawClient& c, const std::string& secret, const std::string& role) {
+  absl::StatusOr<std::string> token = internal::SignToken(
+      secret, {.role = role, .expires_at_s = absl::ToUnixSeconds(absl::Now()) + 600});
+  REQUIRE(token.ok());
+  auto request = c.proxy.authenticateRequest();
+  request.setToken(*token);
+  return c.Status(request.send());
+}
+
+TEST_CASE("proxy: with authentication, a producer id belongs to the role that sent with it first",
+          "[proxy][dedup][auth]") {
+  TempDir dir;
+  const std::string secret = "0123456789abcdef0123456789abcdef-proxy-test";
+  ProxyOptions options;
+  options.auth = internal::AuthOptions{.token_secret = secret, .admin_roles = {"admin"}};
+  ServedProxy served(dir.path(), options);
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  RawClient admin(io, served.address());
+  REQUIRE(Authenticate(admin, secret, "admin").ok());
+  REQUIRE(admin.CreateTopic("t", 1).ok());
+  for (const std::string role : {"alice", "mallory"}) {
+    auto grant = admin.proxy.grantRequest();
+    grant.setRole(role);
+    grant.setResource("t");
+    grant.setPermissions("produce,consume");
+    REQUIRE(admin.Status(grant.send()).ok());
+  }
+  RawClient alice(io, served.address());
+  REQUIRE(Authenticate(alice, secret, "alice").ok());
+  RawClient mallory(io, served.address());
+  REQUIRE(Authenticate(mallory, secret, "mallory").ok());
+  rpc::Producer::Client alices = OpenProducer(alice, "t");
+  rpc::Producer::Client mallorys = OpenProducer(mallory, "t");
+
+  CHECK(SendBytes(alices, StampedBatch(77, 0, {"a0"})).wait(io.waitScope).first == 0);
+  // Mallory, who may produce to the topic, sends with Alice's id: its next sequence (which
+  // would sit in Alice's sequence, answered for her) and a copy of a sent one.
+  for (const std::string& forged : {StampedBatch(77, 1, {"m1"}), StampedBatch(77, 0, {"a0"})}) {
+    const absl::Status refused = mallory.Status(SendBytes(mallorys, forged));
+    INFO(refused.ToString());
+    CHECK(absl::IsPermissionDenied(refused));
+    CHECK(absl::StrContains(refused.message(), "belongs to role alice"));
+  }
+  // Mallory's own id is hers.
+  CHECK(SendBytes(mallorys, StampedBatch(78, 0, {"m0"})).wait(io.waitScope).first == 1);
+  // Alice goes on, from another connection of her role too (a reconnect).
+  CHECK(SendBytes(alices, StampedBatch(77, 1, {"a1"})).wait(io.waitScope).first == 2);
+  RawClient alice_again(io, served.address());
+  REQUIRE(Authenticate(alice_again, secret, "alice").ok());
+  rpc::Producer::Client alices_again = OpenProducer(alice_again, "t");
+  const SendReply retry = SendBytes(alices_again, StampedBatch(77, 1, {"a1"})).wait(io.waitScope);
+  CHECK(retry.duplicate);
+  CHECK(retry.first == 2);
+  CHECK(SendBytes(alices_again, StampedBatch(77, 2, {"a2"})).wait(io.waitScope).first == 3);
+  CHECK(EndOffset(admin, "t", 0) == 4);
 }
 
 TEST_CASE("proxy: producers opening a topic at once on a new proxy share what it learned",

@@ -96,8 +96,8 @@ TEST_CASE("reconnect: a remote ledger set fails while its node is down and recon
           "[net][reconnect]") {
   TempDir dir;
   RestartableStore store(dir.path());
-  absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> ledgers =
-      RemoteLedgerSet::Connect({.address = store.address(), .log = NullLog(), .tls = {}});
+  absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> ledgers = RemoteLedgerSet::Connect(
+      {.address = store.address(), .log = NullLog(), .tls = {}, .token = {}});
   REQUIRE(ledgers.ok());
   CHECK((*ledgers)->connections() == 1);
   absl::StatusOr<uint64_t> id = (*ledgers)->CreateLedger();
@@ -156,7 +156,7 @@ TEST_CASE("reconnect: a remote metadata store fails while its node is down and r
   TempDir dir;
   RestartableStore store(dir.path());
   absl::StatusOr<std::unique_ptr<MetadataStore>> metadata =
-      ConnectMetadataStore({.address = store.address(), .log = NullLog(), .tls = {}});
+      ConnectMetadataStore({.address = store.address(), .log = NullLog(), .tls = {}, .token = {}});
   REQUIRE(metadata.ok());
   absl::StatusOr<uint64_t> version = (*metadata)->Put("k", "v1", kNewKey);
   REQUIRE(version.ok());

@@ -604,7 +604,7 @@ TEST_CASE("remote ledgers: a node that predates the durability call counts as no
     server.join();
   }};
   absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> ledgers =
-      RemoteLedgerSet::Connect({.address = address, .log = NullLog(), .tls = {}});
+      RemoteLedgerSet::Connect({.address = address, .log = NullLog(), .tls = {}, .token = {}});
   INFO(ledgers.status().ToString());
   REQUIRE(ledgers.ok());
   CHECK(!(*ledgers)->acknowledged_means_durable());

@@ -34,7 +34,7 @@ using testing::ServedStore;
 
 std::unique_ptr<MetadataStore> ConnectOrFail(const std::string& address) {
   absl::StatusOr<std::unique_ptr<MetadataStore>> metadata =
-      ConnectMetadataStore({.address = address, .log = NullLog(), .tls = {}});
+      ConnectMetadataStore({.address = address, .log = NullLog(), .tls = {}, .token = {}});
   INFO(metadata.status().ToString());
   REQUIRE(metadata.ok());
   return *std::move(metadata);
@@ -224,7 +224,7 @@ TEST_CASE("metadata service: a listing over the reply limit is kResourceExhauste
 TEST_CASE("remote metadata: a node without a metadata store says so", "[net][metadata]") {
   ServedStore node;
   absl::StatusOr<std::unique_ptr<MetadataStore>> metadata =
-      ConnectMetadataStore({.address = node.address(), .log = NullLog(), .tls = {}});
+      ConnectMetadataStore({.address = node.address(), .log = NullLog(), .tls = {}, .token = {}});
   CHECK(metadata.status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK(metadata.status().message() == "this store node serves no metadata");
 }
@@ -239,8 +239,9 @@ TEST_CASE("remote metadata: a lost connection is kUnavailable", "[net][metadata]
   CHECK(metadata->Put("k", "w", 1).status().code() == absl::StatusCode::kUnavailable);
   CHECK(metadata->List("").status().code() == absl::StatusCode::kUnavailable);
   // And connecting to nothing is kUnavailable too.
-  CHECK(ConnectMetadataStore({.address = address, .log = NullLog(), .tls = {}}).status().code() ==
-        absl::StatusCode::kUnavailable);
+  CHECK(ConnectMetadataStore({.address = address, .log = NullLog(), .tls = {}, .token = {}})
+            .status()
+            .code() == absl::StatusCode::kUnavailable);
 }
 
 TEST_CASE("remote metadata: compare-and-swap from many threads loses no update",
@@ -343,8 +344,10 @@ TEST_CASE("cairnd store: streams over remote ledgers and remote metadata survive
 TEST_CASE("cairnd store: --metadata-dir none hosts no metadata", "[net][daemon][metadata]") {
   TempDir dir;
   Daemon daemon(dir.path() + "/data", dir.path() + "/cairnd.log", {"--metadata-dir", "none"});
-  CHECK(ConnectMetadataStore({.address = daemon.address(), .log = NullLog(), .tls = {}}).status().code() ==
-        absl::StatusCode::kFailedPrecondition);
+  CHECK(
+      ConnectMetadataStore({.address = daemon.address(), .log = NullLog(), .tls = {}, .token = {}})
+          .status()
+          .code() == absl::StatusCode::kFailedPrecondition);
   CHECK(daemon.Terminate() == 0);
 }
 

@@ -61,8 +61,8 @@ struct Cluster {
 
   // The store nodes of the last fragment of the newest replicated ledger.
   std::vector<std::string> NewestEnsemble() const {
-    absl::StatusOr<std::unique_ptr<MetadataStore>> store =
-        ConnectMetadataStore({.address = metadata->address(), .log = NullLog(), .tls = {}});
+    absl::StatusOr<std::unique_ptr<MetadataStore>> store = ConnectMetadataStore(
+        {.address = metadata->address(), .log = NullLog(), .tls = {}, .token = {}});
     REQUIRE(store.ok());
     absl::StatusOr<std::vector<std::string>> keys = (*store)->List(kReplicatedLedgerPrefix);
     REQUIRE(keys.ok());
@@ -77,8 +77,8 @@ struct Cluster {
   // The replicated ledger records of every ledger a topic's partition 0 has (its stream's
   // record, "streams/<topic>-partition-0", lists them).
   std::vector<ReplicatedLedgerRecord> TopicLedgers(const std::string& topic) const {
-    absl::StatusOr<std::unique_ptr<MetadataStore>> store =
-        ConnectMetadataStore({.address = metadata->address(), .log = NullLog(), .tls = {}});
+    absl::StatusOr<std::unique_ptr<MetadataStore>> store = ConnectMetadataStore(
+        {.address = metadata->address(), .log = NullLog(), .tls = {}, .token = {}});
     REQUIRE(store.ok());
     absl::StatusOr<VersionedValue> stream = (*store)->Get("streams/" + topic + "-partition-0");
     REQUIRE(stream.ok());

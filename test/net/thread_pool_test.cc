@@ -1,15 +1,16 @@
 // Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
 //
 // The servers' thread pools: a bounded queue for the calls made on behalf of clients.
-#include <catch2/catch.hpp>
+#include "net/store_node/thread_pool.h"
+
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <future>
 #include <memory>
 
 #include "absl/status/status.h"
 #include "kj/async-io.h"
 #include "net/net_status.h"
-#include "net/store_node/thread_pool.h"
 
 namespace cairn::net::internal {
 namespace {
@@ -38,9 +39,10 @@ absl::Status StatusOf(kj::Promise<int>& promise, kj::WaitScope& scope) {
   return absl::OkStatus();
 }
 
-TEST_CASE("thread pool: a full queue refuses a client's call at once, and takes calls again once "
-          "it drained",
-          "[net][pool][security]") {
+TEST_CASE(
+    "thread pool: a full queue refuses a client's call at once, and takes calls again once "
+    "it drained",
+    "[net][pool][security]") {
   kj::AsyncIoContext io = kj::setupAsyncIo();
   ThreadPool pool(1, /*max_queued=*/2);
   Blocker blocker;
@@ -71,6 +73,30 @@ TEST_CASE("thread pool: a full queue refuses a client's call at once, and takes 
   // A stopped pool refuses as unavailable.
   kj::Promise<int> stopped = RunBlocking(pool, [] { return 5; });
   CHECK(absl::IsUnavailable(StatusOf(stopped, io.waitScope)));
+}
+
+TEST_CASE("thread pool: a cancellable call whose caller went before it left the queue never runs",
+          "[net][pool][security]") {
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  ThreadPool pool(1);
+  Blocker blocker;
+  blocker.Hold(pool);
+  std::atomic<int> cancellable_ran{0};
+  std::atomic<int> blocking_ran{0};
+  {
+    // Queued behind the blocker, then dropped by their callers.
+    kj::Promise<int> dropped =
+        RunCancellable(pool, [&cancellable_ran] { return ++cancellable_ran; });
+    kj::Promise<int> dropped_too = RunBlocking(pool, [&blocking_ran] { return ++blocking_ran; });
+  }
+  kj::Promise<int> kept =
+      RunCancellable(pool, [&cancellable_ran] { return ++cancellable_ran + 100; });
+  blocker.Release();
+  // The kept call runs after the dropped ones were taken from the queue, in order.
+  CHECK(kept.wait(io.waitScope) == 101);
+  pool.Stop();
+  CHECK(cancellable_ran == 1);  // the kept one only
+  CHECK(blocking_ran == 1);     // RunBlocking runs to the end even for nobody
 }
 
 }  // namespace

@@ -81,7 +81,8 @@ absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> ConnectLedgers(const std::strin
                                    .connect_timeout = milliseconds(3000),
                                    .heartbeat_interval = milliseconds(0),
                                    .log = NullLog(),
-                                   .tls = tls});
+                                   .tls = tls,
+                                   .token = {}});
 }
 
 // Creates a ledger, appends to it and reads the entry back.

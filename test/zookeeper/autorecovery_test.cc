@@ -3,7 +3,8 @@
 // Auto re-replication across real `cairnd store` processes on ZooKeeper: the ledgers of a store
 // node killed for good are copied to the fourth node (the closed one at once, the open one after
 // its grace period, recovered first), and then read back from that copy alone; a node back
-// within the delay causes no copying; a node whose disk was wiped is found by the periodic check.
+// within the delay causes no copying; a node whose disk was wiped is found by the periodic check;
+// nodes that require tokens copy with the one in their --store-token-file.
 #include <catch2/catch.hpp>
 #include <atomic>
 #include <chrono>
@@ -12,6 +13,7 @@
 #include <sys/wait.h>
 #include <utility>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -23,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "cairn/batch.h"
 #include "cairn/metadata.h"
+#include "cairn/net/auth.h"
 #include "cairn/net/replicated_ledger_set.h"
 #include "cairn/replication.h"
 #include "cairn/zookeeper_metadata.h"
@@ -62,6 +65,7 @@ struct FourNodes {
   std::unique_ptr<MetadataStore> metadata;
   std::vector<std::unique_ptr<testing::Daemon>> stores;
   std::vector<std::string> addresses;
+  std::string token;  // what Ledgers() presents to the nodes
 
   explicit FourNodes(std::vector<std::string> autorecovery_flags) {
     ZooKeeperMetadataOptions options = Unwrap(ParseZooKeeperUri(uri));
@@ -100,6 +104,7 @@ struct FourNodes {
     options.replication.log = NullLog();
     options.log = NullLog();
     options.connect_timeout = milliseconds(1000);
+    options.token = token;
     return Unwrap(ReplicatedLedgerSet::Open(options));
   }
 
@@ -283,6 +288,33 @@ TEST_CASE("autorecovery: the periodic check finds a node whose disk was wiped, a
   CHECK(Eventually([&] { return !cluster.Names(id, wiped) && cluster.Marks() == 0; }));
   CHECK(cluster.Names(id, cluster.addresses[3]));
   // Read from the copy: the original nodes 0 and 2 gone.
+  cluster.stores[0]->Kill();
+  cluster.stores[2]->Kill();
+  std::unique_ptr<ReplicatedLedgerSet> readers = cluster.Ledgers();
+  CHECK(ReadAll(*readers, id) == batches);
+}
+
+TEST_CASE("autorecovery: store nodes that require tokens copy with their --store-token-file",
+          "[zookeeper][autorecovery][auth]") {
+  if (!cairn::testing::RequireZooKeeper()) return;
+  cairn::testing::TempDir keys;
+  const std::string secret = keys.path() + "/secret";
+  const std::string token_file = keys.path() + "/autorecovery.token";
+  std::ofstream(secret) << "0123456789abcdef0123456789abcdef-autorecovery\n";
+  std::ofstream(token_file) << Unwrap(CreateToken(secret, "autorecovery", std::chrono::hours(1)))
+                            << "\n";
+  FourNodes cluster({"--autorecovery-delay-ms", "1500", "--autorecovery-check-interval-ms", "0",
+                     "--auth-token-secret-file", secret, "--store-token-file", token_file});
+  cluster.token = Unwrap(CreateToken(secret, "proxy", std::chrono::hours(1)));
+  std::unique_ptr<ReplicatedLedgerSet> ledgers = cluster.Ledgers();
+  const uint64_t id = Write(*ledgers, 40, /*close=*/true);
+  const std::vector<std::string> batches = ReadAll(*ledgers, id);
+
+  const std::string lost = cluster.addresses[1];
+  REQUIRE(cluster.Names(id, lost));
+  cluster.stores[1]->Kill();
+  CHECK(Eventually([&] { return !cluster.Names(id, lost) && cluster.Marks() == 0; }));
+  CHECK(cluster.Names(id, cluster.addresses[3]));
   cluster.stores[0]->Kill();
   cluster.stores[2]->Kill();
   std::unique_ptr<ReplicatedLedgerSet> readers = cluster.Ledgers();

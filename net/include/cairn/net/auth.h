@@ -1,8 +1,9 @@
 // Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
 //
-// Tokens for proxies that require authentication (docs/security.md): a JSON Web Token signed
-// with HMAC-SHA256 over the secret the proxies are given (cairnd --auth-token-secret-file),
-// naming a role and an expiry. Clients present one through ClientOptions::token.
+// Tokens for proxies and store nodes that require authentication (docs/security.md): a JSON Web
+// Token signed with HMAC-SHA256 over the secret the daemons are given (cairnd
+// --auth-token-secret-file), naming a role and an expiry. Clients present one through
+// ClientOptions::token, and clients of store nodes through the `token` of their options.
 #pragma once
 
 #include <chrono>

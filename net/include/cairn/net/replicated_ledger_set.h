@@ -61,6 +61,10 @@ struct ReplicatedLedgerSetOptions {
   // TLS to the store nodes (off unless tls.ca_file is set); a file that cannot be read fails
   // the connect with kInvalidArgument.
   TlsOptions tls;
+  // A token of a cluster role, presented to every store node; empty: none. A node that
+  // requires authentication (docs/security.md) refuses every call but ping without one: the
+  // connect then fails with the node's kUnauthenticated or kPermissionDenied.
+  std::string token;
 };
 
 class ReplicatedLedgerSet : public LedgerSet {
