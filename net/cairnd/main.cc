@@ -657,7 +657,7 @@ int RunStore() {
       node_options.metadata = metadata.get();
       node_options.replicas = replicas->get();
       node_options.auth = *auth;
-      StoreNodeServer server(store->get(), node_options);
+      StoreNodeServer server(store->get(), io.provider->getTimer(), node_options);
 
       ServeUntilSignal(
           io, server, "store node", listen, kDefaultStorePort, *server_tls, registry,

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -35,13 +37,15 @@ namespace {
 using internal::AppendGate;
 using internal::Connection;
 using internal::RunBlocking;
+using internal::RunCancellable;
 using internal::ThreadPool;
 
 // What every capability of the node shares. Event-loop only, except the store and the pools,
 // which are thread-safe.
 struct Node : public kj::TaskSet::ErrorHandler {
-  Node(Store* store, const StoreNodeOptions& options)
+  Node(Store* store, kj::Timer& timer, const StoreNodeOptions& options)
       : store(store),
+        timer(timer),
         metadata(options.metadata),
         log(options.log),
         blocking(options.blocking_threads),
@@ -63,6 +67,19 @@ struct Node : public kj::TaskSet::ErrorHandler {
     idle_waiters.push_back(kj::mv(paf.fulfiller));
     return kj::mv(paf.promise);
   }
+  // Resolves once the node completes an append to `ledger_id` (or seals it).
+  kj::Promise<void> WhenAppended(uint64_t ledger_id) {
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    append_waiters[ledger_id].push_back(kj::mv(paf.fulfiller));
+    return kj::mv(paf.promise);
+  }
+  void Appended(uint64_t ledger_id) {
+    auto it = append_waiters.find(ledger_id);
+    if (it == append_waiters.end()) return;
+    std::vector<kj::Own<kj::PromiseFulfiller<void>>> waiters = std::move(it->second);
+    append_waiters.erase(it);
+    for (auto& waiter : waiters) waiter->fulfill();  // a dropped one ignores it
+  }
   void AppendDone() {
     if (--appends_in_flight == 0) {
       for (auto& waiter : idle_waiters) waiter->fulfill();
@@ -71,6 +88,7 @@ struct Node : public kj::TaskSet::ErrorHandler {
   }
 
   Store* const store;
+  kj::Timer& timer;
   MetadataStore* const metadata;  // null: none served
   const LogFunction log;
   ThreadPool blocking;
@@ -82,6 +100,9 @@ struct Node : public kj::TaskSet::ErrorHandler {
   kj::TaskSet tasks;  // append completions, which outlive the calls that started them
   uint64_t appends_in_flight = 0;
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> idle_waiters;
+  // waitForEntry calls waiting for an append, by ledger. Entries of waits that ended are
+  // dropped by the next append to the ledger.
+  std::map<uint64_t, std::vector<kj::Own<kj::PromiseFulfiller<void>>>> append_waiters;
 };
 
 // ---- LedgerWriter ------------------------------------------------------------------------------
@@ -167,11 +188,12 @@ class LedgerWriterImpl final : public rpc::LedgerWriter::Server {
         .then([&node = node_, state = state_]() {
           return RunBlocking(node.blocking, [writer = state->writer]() { return writer->Seal(); });
         })
-        .then([state = state_, context](absl::StatusOr<uint64_t> sealed) mutable {
+        .then([&node = node_, state = state_, context](absl::StatusOr<uint64_t> sealed) mutable {
           if (!sealed.ok()) {
             state->sealing = false;  // later appends get the store's own answer
             ThrowStatus(sealed.status());
           }
+          node.Appended(state->ledger_id);
           context.getResults().setLastEntryId(*sealed);
         });
   }
@@ -202,7 +224,9 @@ class LedgerWriterImpl final : public rpc::LedgerWriter::Server {
             for (auto& waiter : state->idle_waiters) waiter->fulfill();
             state->idle_waiters.clear();
           }
+          const bool stored = result.ok();
           reply->fulfill(std::move(result));
+          if (stored) node.Appended(state->ledger_id);
           node.AppendDone();
           node.gate.Release(bytes);  // may start waiting appends
         }));
@@ -236,6 +260,7 @@ struct WaitReply {
   absl::Status status;
   uint64_t last_add_confirmed = kNoEntry;
   bool sealed = false;
+  bool done = false;  // the entry is confirmed or the ledger sealed: no need to wait on
 };
 
 class LedgerReaderImpl final : public rpc::LedgerReader::Server {
@@ -278,34 +303,12 @@ class LedgerReaderImpl final : public rpc::LedgerReader::Server {
   kj::Promise<void> waitForEntry(WaitForEntryContext context) override {
     const uint64_t entry = context.getParams().getEntry();
     const uint64_t timeout_us = std::min(context.getParams().getTimeoutUs(), kMaxWaitSliceUs);
-    return RunBlocking(node_.waits,
-                       [store = node_.store, state = state_, entry, timeout_us]() {
-                         cairn::internal::MutexLock lock(state->wait_mu);
-                         WaitReply reply;
-                         if (state->wait_reader == nullptr) {
-                           absl::StatusOr<std::unique_ptr<LedgerReader>> opened =
-                               store->OpenReader(state->ledger_id);
-                           if (!opened.ok()) {
-                             reply.status = opened.status();
-                             return reply;
-                           }
-                           state->wait_reader = *std::move(opened);
-                         }
-                         absl::StatusOr<uint64_t> confirmed = state->wait_reader->WaitForEntry(
-                             entry, std::chrono::microseconds(timeout_us));
-                         if (!confirmed.ok()) {
-                           reply.status = confirmed.status();
-                           return reply;
-                         }
-                         reply.last_add_confirmed = *confirmed;
-                         reply.sealed = state->wait_reader->sealed();
-                         return reply;
-                       })
-        .then([context](WaitReply reply) mutable {
-          if (!reply.status.ok()) ThrowStatus(reply.status);
-          context.getResults().setLastAddConfirmed(reply.last_add_confirmed);
-          context.getResults().setSealed(reply.sealed);
-        });
+    const kj::TimePoint deadline = node_.timer.now() + timeout_us * kj::MICROSECONDS;
+    return WaitUntil(node_, state_, entry, deadline).then([context](WaitReply reply) mutable {
+      if (!reply.status.ok()) ThrowStatus(reply.status);
+      context.getResults().setLastAddConfirmed(reply.last_add_confirmed);
+      context.getResults().setSealed(reply.sealed);
+    });
   }
 
   kj::Promise<void> seekByTime(SeekByTimeContext context) override {
@@ -341,6 +344,55 @@ class LedgerReaderImpl final : public rpc::LedgerReader::Server {
     return total;
   }
 
+  // How often a waiting call looks again when no append announced anything.
+  static constexpr kj::Duration kLookAgain = 50 * kj::MILLISECONDS;
+
+  // Looks at the ledger; until `entry` is confirmed, the ledger sealed or fenced, or `deadline`
+  // passed, waits on the loop for the node's next append to it (or kLookAgain) and looks again.
+  static kj::Promise<WaitReply> WaitUntil(Node& node, std::shared_ptr<ReaderState> state,
+                                          uint64_t entry, kj::TimePoint deadline) {
+    // Before the look: an append completing while it runs wakes the wait after it.
+    kj::Promise<void> appended = node.WhenAppended(state->ledger_id);
+    return RunCancellable(node.waits, [store = node.store, state,
+                                       entry]() { return Look(*store, *state, entry); })
+        .then([&node, state, entry, deadline,
+               appended = kj::mv(appended)](WaitReply reply) mutable -> kj::Promise<WaitReply> {
+          const kj::TimePoint now = node.timer.now();
+          if (!reply.status.ok() || reply.done || now >= deadline) return reply;
+          return appended.exclusiveJoin(node.timer.atTime(std::min(deadline, now + kLookAgain)))
+              .then([&node, state = std::move(state), entry, deadline]() mutable {
+                return WaitUntil(node, std::move(state), entry, deadline);
+              });
+        });
+  }
+
+  // Where the ledger stands now, without waiting.
+  static WaitReply Look(Store& store, ReaderState& state, uint64_t entry) {
+    cairn::internal::MutexLock lock(state.wait_mu);
+    WaitReply reply;
+    if (state.wait_reader == nullptr) {
+      absl::StatusOr<std::unique_ptr<LedgerReader>> opened = store.OpenReader(state.ledger_id);
+      if (!opened.ok()) {
+        reply.status = opened.status();
+        return reply;
+      }
+      state.wait_reader = *std::move(opened);
+    }
+    // A zero timeout answers at once; it says whether the wait would end (the entry
+    // confirmed, or the ledger sealed, fenced or deleted) by the LAC and the seal only, so a
+    // fence is seen when the wait's time is up.
+    absl::StatusOr<uint64_t> confirmed =
+        state.wait_reader->WaitForEntry(entry, std::chrono::microseconds(0));
+    if (!confirmed.ok()) {
+      reply.status = confirmed.status();
+      return reply;
+    }
+    reply.last_add_confirmed = *confirmed;
+    reply.sealed = state.wait_reader->sealed();
+    reply.done = reply.sealed || (*confirmed != kNoEntry && *confirmed >= entry);
+    return reply;
+  }
+
   Node& node_;
   std::shared_ptr<ReaderState> state_;
 };
@@ -367,8 +419,16 @@ bool OpenToAnyone(uint16_t method_id) {
 
 class StoreNodeImpl final : public rpc::StoreNode::Server {
  public:
-  // One per connection (the bootstrap capability).
-  explicit StoreNodeImpl(Node& node) : node_(node) {}
+  // One per connection (the bootstrap capability). With authentication on, a client
+  // certificate's common name (mutual TLS) is the connection's role until a token replaces it.
+  StoreNodeImpl(Node& node, const internal::Peer& peer) : node_(node) {
+    if (node_.auth.has_value() && !peer.certificate_name.empty() &&
+        internal::CheckRoleName(peer.certificate_name).ok()) {
+      principal_ = internal::Principal{.role = peer.certificate_name,
+                                       .expires_at_s = std::numeric_limits<int64_t>::max(),
+                                       .admin = false};
+    }
+  }
 
  protected:
   // Every call on the node passes here first. With authentication on, it runs only once the
@@ -547,10 +607,10 @@ class StoreNodeImpl final : public rpc::StoreNode::Server {
 }  // namespace
 
 struct StoreNodeServer::Impl {
-  Impl(Store* store, const StoreNodeOptions& options)
-      : node(store, options),
-        connections([this](const internal::Peer&) -> capnp::Capability::Client {
-                      return kj::heap<StoreNodeImpl>(node);
+  Impl(Store* store, kj::Timer& timer, const StoreNodeOptions& options)
+      : node(store, timer, options),
+        connections([this](const internal::Peer& peer) -> capnp::Capability::Client {
+                      return kj::heap<StoreNodeImpl>(node, peer);
                     },
                     options.log, "store node",
                     [this]() -> std::shared_ptr<void> { return node.metrics.OpenConnection(); },
@@ -563,8 +623,8 @@ struct StoreNodeServer::Impl {
   internal::ConnectionSet connections;
 };
 
-StoreNodeServer::StoreNodeServer(Store* store, const StoreNodeOptions& options)
-    : impl_(std::make_unique<Impl>(store, options)) {}
+StoreNodeServer::StoreNodeServer(Store* store, kj::Timer& timer, const StoreNodeOptions& options)
+    : impl_(std::make_unique<Impl>(store, timer, options)) {}
 
 StoreNodeServer::~StoreNodeServer() {
   // Connections first: their capabilities borrow the node.

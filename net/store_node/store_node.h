@@ -13,8 +13,11 @@
 //    Those run on a small fixed pool of threads and return through cross-thread fulfillers. A
 //    pool rather than kj::Executor hand-offs because the calls need threads to block on anyway,
 //    and a fixed pool bounds how many disk operations one node runs at once.
-//  - waitForEntry blocks for up to kMaxWaitSliceUs; it runs on a pool of its own, so that
-//    waiting readers can never starve reads and metadata calls.
+//  - waitForEntry holds no thread while it waits: it looks at the ledger (a short call on a
+//    pool of its own, so that looks never queue behind reads and metadata calls), and until
+//    the entry is there, the ledger sealed or kMaxWaitSliceUs over, waits on the event loop for
+//    the next append the node completes on that ledger, or 50 ms for what announces nothing
+//    (a fence), and looks again.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +38,7 @@ class MetricsRegistry;
 struct StoreNodeOptions {
   // Threads for the store's blocking calls (reads, create, delete, fence, seal).
   uint32_t blocking_threads = 4;
-  // Threads for waitForEntry calls; more waiting calls queue.
+  // Threads for waitForEntry's looks at a ledger (none is held while a call waits).
   uint32_t wait_threads = 8;
   // Connections open at once, in all and from one client IP address; past either, a connection
   // is answered with kResourceExhausted (net/server_util.h, ConnectionLimits).
@@ -66,7 +69,8 @@ struct StoreNodeOptions {
 // this object; create, use and destroy it on the loop's thread.
 class StoreNodeServer {
  public:
-  StoreNodeServer(Store* store, const StoreNodeOptions& options);
+  // `timer` is the loop's (waitForEntry's deadlines).
+  StoreNodeServer(Store* store, kj::Timer& timer, const StoreNodeOptions& options);
   ~StoreNodeServer();
   StoreNodeServer(const StoreNodeServer&) = delete;
   StoreNodeServer& operator=(const StoreNodeServer&) = delete;

@@ -83,7 +83,8 @@ struct Services {
     cairn::net::StoreNodeOptions node_options;
     node_options.log = cairn::NullLog();
     node_options.metadata = node_metadata.get();
-    node = std::make_unique<StoreNodeServer>(node_ledgers.get(), node_options);
+    node = std::make_unique<StoreNodeServer>(node_ledgers.get(), io.provider->getTimer(),
+                                             node_options);
   }
 
   ~Services() {

@@ -184,7 +184,7 @@ std::vector<std::string> ReadStream(StreamReader& reader, uint64_t end) {
   return values;
 }
 
-ServedStore::ServedStore(const ServedStoreOptions& options) {
+ServedStore::ServedStore(const ServedStoreOptions& options) : wait_threads_(options.wait_threads) {
   StoreOptions store_options;
   store_options.data_dirs = {dir_.path()};
   store_options.segment_bytes = options.segment_bytes;
@@ -220,7 +220,8 @@ void ServedStore::Serve(std::promise<std::string>& address) {
   options.log = NullLog();
   options.max_in_flight_append_bytes = 8 << 20;
   options.metadata = metadata_.get();
-  StoreNodeServer server(store_.get(), options);
+  options.wait_threads = wait_threads_;
+  StoreNodeServer server(store_.get(), io.provider->getTimer(), options);
   kj::Own<kj::ConnectionReceiver> listener =
       io.provider->getNetwork().parseAddress("127.0.0.1", 0).wait(io.waitScope)->listen();
   server.Listen(*listener);

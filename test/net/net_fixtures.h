@@ -43,6 +43,7 @@ struct ServedStoreOptions {
   // Host an embedded metadata store (the metadata service), in the store's directory.
   bool metadata = false;
   Durability durability = Durability::kSync;
+  uint32_t wait_threads = 8;  // StoreNodeOptions::wait_threads
 };
 
 // A store on a temporary directory, served by a store node on its own thread and event loop,
@@ -61,6 +62,7 @@ class ServedStore {
   void Serve(std::promise<std::string>& address);
 
   cairn::testing::TempDir dir_;
+  uint32_t wait_threads_ = 0;
   std::unique_ptr<Store> store_;
   std::unique_ptr<MetadataStore> metadata_;
   std::thread thread_;

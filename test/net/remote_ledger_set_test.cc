@@ -257,6 +257,56 @@ TEST_CASE("remote ledgers: WaitForEntry wakes when the entry is appended", "[net
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
 }
 
+TEST_CASE("remote ledgers: waiting readers hold no thread of the node: eight idle waits do not "
+          "hold up a ninth",
+          "[net][concurrency][security]") {
+  // One thread for the node's waits: a wait that held it would queue every other behind it.
+  ServedStore node({.segment_bytes = uint64_t{1} << 20,
+                    .metadata = false,
+                    .durability = Durability::kSync,
+                    .wait_threads = 1});
+  std::unique_ptr<RemoteLedgerSet> ledgers = node.Connect();
+  absl::StatusOr<uint64_t> idle = ledgers->CreateLedger();
+  REQUIRE(idle.ok());
+  std::vector<std::future<absl::StatusOr<uint64_t>>> idle_waits;
+  std::vector<std::unique_ptr<LedgerReader>> idle_readers;
+  for (int i = 0; i < 8; ++i) {
+    absl::StatusOr<std::unique_ptr<LedgerReader>> reader = ledgers->OpenReader(*idle);
+    REQUIRE(reader.ok());
+    idle_readers.push_back(*std::move(reader));
+    idle_waits.push_back(std::async(std::launch::async, [r = idle_readers.back().get()] {
+      return r->WaitForEntry(0, std::chrono::seconds(3));  // nothing comes
+    }));
+  }
+  absl::StatusOr<uint64_t> busy = ledgers->CreateLedger();
+  REQUIRE(busy.ok());
+  absl::StatusOr<std::unique_ptr<LedgerWriter>> writer = ledgers->OpenWriter(*busy);
+  REQUIRE(writer.ok());
+  absl::StatusOr<std::unique_ptr<LedgerReader>> reader = ledgers->OpenReader(*busy);
+  REQUIRE(reader.ok());
+  std::future<absl::StatusOr<uint64_t>> ninth = std::async(std::launch::async, [&] {
+    return (*reader)->WaitForEntry(0, std::chrono::seconds(3));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  BatchBuilder builder;
+  Fill(builder, 0, 1);
+  REQUIRE((*writer)->Append(builder).ok());
+  const auto appended = std::chrono::steady_clock::now();
+  // Answered as the entry is appended (a few ms; 2 s allows for a loaded machine). With a
+  // thread held per wait, it would queue behind the eight waits' 1 s slices: about 8 s.
+  const absl::StatusOr<uint64_t> confirmed = ninth.get();
+  const auto answered_after = std::chrono::steady_clock::now() - appended;
+  INFO(confirmed.status().ToString());
+  REQUIRE(confirmed.ok());
+  CHECK(*confirmed == 0);
+  CHECK(answered_after < std::chrono::seconds(2));
+  for (auto& wait : idle_waits) {
+    const absl::StatusOr<uint64_t> nothing = wait.get();
+    REQUIRE(nothing.ok());
+    CHECK(*nothing == kNoEntry);
+  }
+}
+
 TEST_CASE("remote ledgers: a wait on a lost connection fails instead of answering a stale LAC",
           "[net]") {
   ServedStore node;

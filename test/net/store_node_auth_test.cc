@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -373,6 +374,39 @@ TEST_CASE("store node auth: remote ledgers and remote metadata present their tok
     return absl::StrContains(line, absl::StrCat("store node ", address, ": ")) &&
            absl::StrContains(line, "authenticate with a token of a cluster role");
   }));
+}
+
+TEST_CASE("store node auth: with mutual TLS, a client certificate's common name is its role",
+          "[net][auth][security][daemon][tls]") {
+  TempDir dir;
+  const std::string secret_file = WriteFile(dir.path() + "/secret", kSecret + "\n");
+  const std::string certs = dir.path() + "/certs";
+  REQUIRE(std::system(("bash " + std::string(CAIRN_SOURCE_DIR) + "/scripts/make_test_certs.sh " +
+                       certs + " --client proxy --client reader > /dev/null")
+                          .c_str()) == 0);
+  Daemon node{dir.path() + "/data",
+              dir.path() + "/node.log",
+              {"--auth-token-secret-file", secret_file, "--tls-ca", certs + "/ca.crt",
+               "--tls-cert", certs + "/server.crt", "--tls-key", certs + "/server.key",
+               "--tls-require-client-cert"}};
+  auto connect = [&](const std::string& name) {
+    RemoteLedgerSetOptions options;
+    options.address = node.address();
+    options.log = NullLog();
+    options.tls.ca_file = certs + "/ca.crt";
+    options.tls.cert_file = certs + "/" + name + ".crt";
+    options.tls.key_file = certs + "/" + name + ".key";
+    return RemoteLedgerSet::Connect(options);
+  };
+  // No token: the certificate's name is the role.
+  absl::StatusOr<std::unique_ptr<RemoteLedgerSet>> proxy = connect("proxy");
+  INFO(proxy.status().ToString());
+  REQUIRE(proxy.ok());
+  AppendAndRead(**proxy);
+  const absl::Status refused = connect("reader").status();
+  INFO(refused.ToString());
+  CHECK(absl::IsPermissionDenied(refused));
+  CHECK(absl::StrContains(refused.message(), "role 'reader' may not call a store node"));
 }
 
 TEST_CASE("store node auth: cairnd proxy presents --store-token-file to its store node",
