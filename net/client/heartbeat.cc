@@ -1,6 +1,7 @@
 // Copyright 2026 The cairn Authors. Licensed under the Apache License, Version 2.0.
 #include "net/client/heartbeat.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -42,13 +43,16 @@ kj::Promise<void> Heartbeat::Beat(kj::TimePoint last_heard) {
 }
 
 kj::Promise<void> Heartbeat::Await(kj::Own<kj::ForkedPromise<bool>> answered, kj::TimePoint sent,
-                                   kj::TimePoint last_heard) {
-  const kj::TimePoint deadline = last_heard + options_.timeout.count() * kj::MILLISECONDS;
+                                   kj::TimePoint last_heard, bool in_grace) {
+  const kj::Duration grace =
+      std::min<int64_t>(options_.timeout.count() / 4, kGrace.count()) * kj::MILLISECONDS;
+  const kj::TimePoint deadline =
+      in_grace ? last_heard + grace : last_heard + options_.timeout.count() * kj::MILLISECONDS;
   const uint64_t received_before = ReceivedNow();
   kj::Promise<bool> answer = answered->addBranch().exclusiveJoin(
       timer_.atTime(deadline).then([] { return false; }));
   return answer.then(
-      [this, sent, received_before,
+      [this, sent, received_before, in_grace,
        answered = kj::mv(answered)](bool ok) mutable -> kj::Promise<void> {
         const kj::TimePoint now = timer_.now();
         if (ok) {
@@ -57,6 +61,9 @@ kj::Promise<void> Heartbeat::Await(kj::Own<kj::ForkedPromise<bool>> answered, kj
         }
         // Unanswered, but the peer sent something meanwhile: it is busy, not gone.
         if (ReceivedNow() != received_before) return Await(kj::mv(answered), sent, now);
+        // Whatever the loop has not handled yet (an answer that arrived while this process
+        // was stopped) gets its turn first.
+        if (!in_grace) return Await(kj::mv(answered), sent, now, /*in_grace=*/true);
         Lose(absl::UnavailableError(
             absl::StrCat("no answer from ", options_.peer, " within ", options_.timeout.count(),
                          " ms")));

@@ -45,6 +45,10 @@ class Heartbeat {
   // Bytes received from the peer so far (RpcConnection::bytes_received); may be empty.
   using Received = std::function<uint64_t()>;
 
+  // How long an unanswered ping waits past its timeout for what the loop has not handled yet
+  // (at most a quarter of the timeout).
+  static constexpr std::chrono::milliseconds kGrace{100};
+
   // Starts beating at once: the first ping goes out now.
   Heartbeat(kj::Timer& timer, HeartbeatOptions options, Ping ping, OnLost on_lost,
             Received received = nullptr);
@@ -57,9 +61,11 @@ class Heartbeat {
   // One ping, then the next after `interval`, until the peer goes unheard.
   kj::Promise<void> Beat(kj::TimePoint last_heard);
   // Waits for the ping sent at `sent` until `last_heard` + timeout; if bytes arrived meanwhile,
-  // waits on from now.
+  // waits on from now. Unanswered then, it waits kGrace more before it reports the loss: a
+  // process that was stopped (SIGSTOP, a paused machine) or starved wakes with its timer long
+  // past the deadline and the answer unread in its socket, and must not blame the peer.
   kj::Promise<void> Await(kj::Own<kj::ForkedPromise<bool>> answered, kj::TimePoint sent,
-                          kj::TimePoint last_heard);
+                          kj::TimePoint last_heard, bool in_grace = false);
   uint64_t ReceivedNow() const { return received_ ? received_() : 0; }
   // Calls on_lost later, from an event of its own: the callback may destroy this object, which
   // owns the promise that found the loss.

@@ -192,6 +192,32 @@ int main(int argc, char** argv) {
           list.setPrefix(AsData(""));
           keep(p, list.send());
         }));
+  Write(dir, "proxy_auth", 0, Capture(io, [&](capnp::Capability::Client cap, Pending& p) {
+          auto proxy = cap.castAs<rpc::Proxy>();
+          auto authenticate = proxy.authenticateRequest();
+          authenticate.setToken("eyJhbGciOiJIUzI1NiJ9.e30.c2lnbmF0dXJl");
+          keep(p, authenticate.send());
+          auto grant = proxy.grantRequest();
+          grant.setRole("billing");
+          grant.setResource("acme.*");
+          grant.setPermissions("produce,consume");
+          keep(p, grant.send());
+          auto list = proxy.listGrantsRequest();
+          list.setRole("billing");
+          keep(p, list.send());
+          auto revoke = proxy.revokeRequest();
+          revoke.setRole("billing");
+          revoke.setResource("acme.*");
+          revoke.setPermissions("produce");
+          keep(p, revoke.send());
+        }));
+  Write(dir, "node_auth", 1, Capture(io, [&](capnp::Capability::Client cap, Pending& p) {
+          auto node = cap.castAs<rpc::StoreNode>();
+          auto authenticate = node.authenticateRequest();
+          authenticate.setToken("eyJhbGciOiJIUzI1NiJ9.e30.c2lnbmF0dXJl");
+          keep(p, authenticate.send());
+          keep(p, node.pingRequest().send());
+        }));
   std::printf("wrote the rpc_services corpus to %s\n", dir.c_str());
   return 0;
 }

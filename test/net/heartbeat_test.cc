@@ -130,6 +130,47 @@ TEST_CASE(
   thread->Stop();
 }
 
+TEST_CASE("heartbeat: a process stopped past the timeout does not blame a peer that answers",
+          "[net][heartbeat]") {
+  // As after SIGSTOP and SIGCONT: the loop wakes with the timeout long past and the answer to
+  // its ping arriving just after.
+  std::unique_ptr<NetworkThread> thread = StartThread();
+  Losses losses;
+  std::mutex mu;
+  kj::Own<kj::CrossThreadPromiseFulfiller<void>> first_answer;
+  std::atomic<int> pings{0};
+  std::unique_ptr<Heartbeat> heartbeat = StartHeartbeat(
+      *thread,
+      [&]() -> kj::Promise<void> {
+        if (pings++ > 0) return kj::READY_NOW;
+        auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
+        std::lock_guard lock(mu);
+        first_answer = kj::mv(paf.fulfiller);
+        return kj::mv(paf.promise);
+      },
+      losses);
+  std::atomic<bool> resumed{false};
+  std::thread peer([&] {
+    while (!resumed) std::this_thread::sleep_for(milliseconds(1));
+    std::this_thread::sleep_for(milliseconds(10));
+    std::lock_guard lock(mu);
+    first_answer->fulfill();
+  });
+  // The loop stopped for 700 ms, past the 400 ms timeout.
+  REQUIRE(thread
+              ->CallVoid([&] {
+                std::this_thread::sleep_for(milliseconds(700));
+                resumed = true;
+              })
+              .ok());
+  peer.join();
+  std::this_thread::sleep_for(milliseconds(300));
+  CHECK(losses.count() == 0);
+  CHECK(pings > 1);  // beating on
+  Stop(*thread, std::move(heartbeat));
+  thread->Stop();
+}
+
 TEST_CASE("heartbeat: a failed ping reports the peer lost once", "[net][heartbeat]") {
   std::unique_ptr<NetworkThread> thread = StartThread();
   Losses losses;
