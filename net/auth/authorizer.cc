@@ -22,12 +22,20 @@ absl::StatusOr<Principal> Authorizer::Authenticate(std::string_view token) const
   return Role(claims->role, claims->expires_at_s);
 }
 
-absl::StatusOr<Principal> Authorizer::FromCertificate(std::string_view common_name) const {
+absl::StatusOr<Principal> CertificatePrincipal(std::string_view common_name) {
   if (absl::Status ok = CheckRoleName(common_name); !ok.ok()) {
     return absl::UnauthenticatedError(
         absl::StrCat("the client certificate's common name is not a role: ", ok.message()));
   }
-  return Role(std::string(common_name), std::numeric_limits<int64_t>::max());
+  return Principal{.role = std::string(common_name),
+                   .expires_at_s = std::numeric_limits<int64_t>::max(),
+                   .admin = false};
+}
+
+absl::StatusOr<Principal> Authorizer::FromCertificate(std::string_view common_name) const {
+  absl::StatusOr<Principal> principal = CertificatePrincipal(common_name);
+  if (!principal.ok()) return principal.status();
+  return Role(std::move(principal->role), principal->expires_at_s);
 }
 
 Principal Authorizer::Role(std::string role, int64_t expires_at_s) const {

@@ -33,6 +33,12 @@ struct Principal {
   bool admin = false;
 };
 
+// The principal of a connection whose client presented a certificate the daemon's authorities
+// signed (mutual TLS): its common name as the role, for as long as the connection lasts (not
+// an administrator: Authorizer::FromCertificate says that). kUnauthenticated if the name is
+// not a valid role name.
+absl::StatusOr<Principal> CertificatePrincipal(std::string_view common_name);
+
 // What a call needs.
 struct Access {
   enum Kind {

@@ -58,15 +58,26 @@ bool IsPlainName(std::string_view name) {
   return true;
 }
 
-absl::StatusOr<std::string> ReadTokenSecret(const std::string& path) {
+namespace {
+
+// The bytes of `path`; kInvalidArgument naming it as `what` if it cannot be read.
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path, std::string_view what) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return absl::InvalidArgumentError(
-        absl::StrCat("cannot read the token secret file ", path, ": ", std::strerror(errno)));
+        absl::StrCat("cannot read the ", Sv(what), " ", path, ": ", std::strerror(errno)));
   }
   std::ostringstream bytes;
   bytes << in.rdbuf();
-  std::string secret = bytes.str();
+  return bytes.str();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadTokenSecret(const std::string& path) {
+  absl::StatusOr<std::string> read = ReadWholeFile(path, "token secret file");
+  if (!read.ok()) return read.status();
+  std::string secret = *std::move(read);
   while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
   if (secret.size() < kMinTokenSecretBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -78,14 +89,9 @@ absl::StatusOr<std::string> ReadTokenSecret(const std::string& path) {
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot read the token file ", path, ": ", std::strerror(errno)));
-  }
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  const std::string token(absl::StripAsciiWhitespace(bytes.str()));
+  absl::StatusOr<std::string> read = ReadWholeFile(path, "token file");
+  if (!read.ok()) return read.status();
+  const std::string token(absl::StripAsciiWhitespace(*read));
   if (token.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the token file ", path, " is empty (cairn token create --secret-file ... --role proxy > ",

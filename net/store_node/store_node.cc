@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
-#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -422,11 +421,10 @@ class StoreNodeImpl final : public rpc::StoreNode::Server {
   // One per connection (the bootstrap capability). With authentication on, a client
   // certificate's common name (mutual TLS) is the connection's role until a token replaces it.
   StoreNodeImpl(Node& node, const internal::Peer& peer) : node_(node) {
-    if (node_.auth.has_value() && !peer.certificate_name.empty() &&
-        internal::CheckRoleName(peer.certificate_name).ok()) {
-      principal_ = internal::Principal{.role = peer.certificate_name,
-                                       .expires_at_s = std::numeric_limits<int64_t>::max(),
-                                       .admin = false};
+    if (node_.auth.has_value() && !peer.certificate_name.empty()) {
+      absl::StatusOr<internal::Principal> principal =
+          internal::CertificatePrincipal(peer.certificate_name);
+      if (principal.ok()) principal_ = *std::move(principal);
     }
   }
 
